@@ -1,0 +1,3 @@
+from ambereval.cli.main import run
+
+run()

@@ -1,0 +1,37 @@
+"""The ``amber`` command: a thin typer layer over the library."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from ambereval.cli import bundle_cmd, snapshot
+
+from ambereval import __version__
+
+app = typer.Typer(
+    name="amber",
+    no_args_is_help=True,
+    add_completion=False,
+    help="Amber: freeze the web evidence behind research reports, then score them offline.",
+)
+app.add_typer(snapshot.app, name="snapshot")
+app.add_typer(bundle_cmd.app, name="bundle")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"amber {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the version and exit.")] = False,
+) -> None:
+    """Amber: freeze the web evidence behind research reports, then score them offline."""
+
+
+def run() -> None:
+    app(prog_name="amber")

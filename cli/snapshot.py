@@ -1,0 +1,128 @@
+"""``amber snapshot``: capture evidence into a bundle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from ambereval.cli.output import fail, handled, print_json, progress_bar, stdout
+from ambereval.snapshots import (
+    CaptureOptions,
+    CaptureSummary,
+    RetryPolicy,
+    capture_claims,
+    capture_urls,
+    load_claims,
+    load_urls,
+)
+from rich.table import Table
+
+app = typer.Typer(no_args_is_help=True, help="Capture web evidence into a bundle (online).")
+
+Out = Annotated[Path, typer.Option("--out", "-o", help="Bundle directory (created or resumed).")]
+Reader = Annotated[str, typer.Option("--reader", help="How pages are read: jina or direct.")]
+Concurrency = Annotated[int, typer.Option("--concurrency", "-j", min=1, max=64,
+                                          help="Concurrent fetches.")]
+Json = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
+JinaOpt = Annotated[list[str] | None, typer.Option(
+    "--jina-option", help="Extra Jina header, e.g. X-Return-Format=markdown (repeatable).")]
+Retries = Annotated[int, typer.Option("--retries", min=1, max=20, help="Attempts per request.")]
+Timeout = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds per request.")]
+Backoff = Annotated[float, typer.Option("--backoff", min=0.0, help="Base backoff seconds.")]
+Rate = Annotated[float, typer.Option("--rate", min=0.0,
+                                     help="Max requests/s per service (0 = unlimited).")]
+
+
+def _jina_options(pairs: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip().lower().startswith("x-"):
+            fail(f"--jina-option {pair!r} must look like X-Name=value", exit_code=2)
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _options(reader: str, concurrency: int, jina: list[str] | None, retries: int,
+             timeout: float, backoff: float, rate: float, **search: object) -> CaptureOptions:
+    if reader not in ("jina", "direct"):
+        fail(f"unknown reader {reader!r}", hint="use --reader jina or --reader direct",
+             exit_code=2)
+    policy = RetryPolicy(attempts=retries, timeout=timeout, backoff=backoff)
+    limit = rate or None
+    return CaptureOptions.from_env(
+        reader=reader, concurrency=concurrency, jina_options=_jina_options(jina),
+        policy=policy, serper_rate=limit, reader_rate=limit, **search)  # type: ignore[arg-type]
+
+
+def _render(summary: CaptureSummary, as_json: bool) -> None:
+    if as_json:
+        print_json(summary.as_dict())
+        return
+    for note in summary.repaired:
+        stdout.print(f"repaired: {note}")
+    table = Table(title=f"Bundle {summary.bundle}", show_header=False)
+    for name in ("claims", "searches", "pages", "captured", "failed", "deduplicated",
+                 "skipped", "bytes"):
+        table.add_row(name, str(getattr(summary, name)))
+    stdout.print(table)
+    for failure in summary.failures[:20]:
+        stdout.print(f"failed: {failure['url']} ({failure['error']})")
+
+
+@app.command("claims")
+def claims_cmd(
+    claims: Annotated[Path, typer.Argument(help="JSONL: {id, text, urls?, queries?} per line.")],
+    out: Out,
+    reader: Reader = "jina",
+    top_k: Annotated[int, typer.Option("--top-k", min=0, help="Result pages read per query.")] = 3,
+    gl: Annotated[str, typer.Option(help="Search country.")] = "us",
+    hl: Annotated[str, typer.Option(help="Search language.")] = "en",
+    num: Annotated[int, typer.Option(min=1, max=100, help="Results asked per query.")] = 10,
+    tbs: Annotated[str | None, typer.Option(help="Search time filter, e.g. qdr:y.")] = None,
+    page: Annotated[int | None, typer.Option(help="Search results page.")] = None,
+    concurrency: Concurrency = 4,
+    jina_option: JinaOpt = None,
+    retries: Retries = 4,
+    timeout: Timeout = 30.0,
+    backoff: Backoff = 0.5,
+    rate: Rate = 5.0,
+    as_json: Json = False,
+) -> None:
+    """Search each claim's queries, read the top-k pages and every cited URL.
+
+    Example: SERPER_API_KEY=... amber snapshot claims claims.jsonl --out bundle/
+    """
+    with handled():
+        items = load_claims(claims)
+        options = _options(reader, concurrency, jina_option, retries, timeout, backoff, rate,
+                           top_k=top_k, gl=gl, hl=hl, num=num, tbs=tbs, page=page)
+        with progress_bar(not as_json) as progress:
+            summary = capture_claims(out, items, options, progress)
+    _render(summary, as_json)
+
+
+@app.command("urls")
+def urls_cmd(
+    urls: Annotated[Path, typer.Argument(help="Text file: one URL per line.")],
+    out: Out,
+    reader: Reader = "jina",
+    concurrency: Concurrency = 4,
+    jina_option: JinaOpt = None,
+    retries: Retries = 4,
+    timeout: Timeout = 30.0,
+    backoff: Backoff = 0.5,
+    rate: Rate = 5.0,
+    as_json: Json = False,
+) -> None:
+    """Read a plain list of URLs into a bundle.
+
+    Example: amber snapshot urls urls.txt --out bundle/ --reader direct
+    """
+    with handled():
+        items = load_urls(urls)
+        options = _options(reader, concurrency, jina_option, retries, timeout, backoff, rate)
+        with progress_bar(not as_json) as progress:
+            summary = capture_urls(out, items, options, progress)
+    _render(summary, as_json)

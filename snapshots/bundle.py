@@ -1,0 +1,280 @@
+"""A snapshot bundle on disk: layout, locking, torn-tail repair, reading back.
+
+Layout (WACZ-compatible directory)::
+
+    datapackage.json  archive/*.warc.gz  indexes/index.cdx.gz  indexes/index.idx
+    pages/pages.jsonl  evidence/amber.sqlite
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ambereval.snapshots import manifest
+from ambereval.snapshots.errors import BundleError
+from ambereval.snapshots.index import Index
+from ambereval.snapshots.warc import Clock, IdFactory, WarcFile, new_record_id, read_record, utc_now
+
+INDEX_PATH = Path("evidence") / "amber.sqlite"
+MAX_WARC_BYTES = 1 << 30
+
+
+@dataclass
+class StoredCapture:
+    """A capture read straight from the WARC: response and extracted text."""
+
+    capture_id: str
+    url: str
+    state: str
+    status: int | None
+    error: str | None
+    content_type: str | None
+    response_headers: list[tuple[str, str]]
+    body: bytes
+    text: str | None
+    title: str | None
+    text_status: str | None
+    response_record: str | None
+    text_record: str | None
+    warc_file: str | None
+    offset: int | None
+
+
+class Bundle:
+    """An evidence bundle. ``Bundle.create`` to write, ``Bundle.open`` to read."""
+
+    def __init__(self, root: Path, index: Index, writable: bool) -> None:
+        self.root = root
+        self.index = index
+        self.writable = writable
+        self._lock_fh: Any = None
+        self._warc: WarcFile | None = None
+        self.ids: IdFactory = new_record_id
+        self.clock: Clock = utc_now
+
+    # -- opening -----------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | Path) -> Bundle:
+        root = Path(root)
+        if not root.is_dir():
+            raise BundleError(f"{root}: no such bundle directory")
+        db = root / INDEX_PATH
+        if not db.is_file():
+            raise BundleError(f"{root}: not an Amber bundle (no {INDEX_PATH})")
+        try:
+            return cls(root, Index(db), writable=False)
+        except ValueError as exc:
+            raise BundleError(f"{root}: {exc}") from None
+
+    @classmethod
+    def create(cls, root: str | Path) -> Bundle:
+        """Open for writing (creating it if needed), take the lock, repair torn tails."""
+        root = Path(root)
+        db = root / INDEX_PATH
+        if root.exists() and not root.is_dir():
+            raise BundleError(f"{root}: exists and is not a directory")
+        if root.is_dir() and not db.exists() and any(root.iterdir()):
+            raise BundleError(
+                f"{root}: directory is not empty and is not an Amber bundle",
+                hint="choose a new --out directory",
+            )
+        for sub in ("archive", "indexes", "pages", "evidence"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        lock = open(root / ".amber.lock", "a+")  # noqa: SIM115
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise BundleError(f"{root}: another amber process is writing this bundle") from None
+        try:
+            index = Index(db, create=True)
+        except ValueError as exc:
+            lock.close()
+            raise BundleError(f"{root}: {exc}") from None
+        bundle = cls(root, index, writable=True)
+        bundle._lock_fh = lock
+        if index.meta("created") is None:
+            index.set_meta("created", manifest_date(bundle.clock()))
+            index.set_meta("software", manifest.software())
+        bundle.repaired = bundle.repair()
+        return bundle
+
+    def close(self) -> None:
+        if self._warc is not None:
+            self._warc.close()
+            self._warc = None
+        self.index.close()
+        if self._lock_fh is not None:
+            self._lock_fh.close()
+            self._lock_fh = None
+
+    def __enter__(self) -> Bundle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------------------
+    def warc(self, info: dict[str, str]) -> WarcFile:
+        """The WARC file this session appends to (new per session, rolled at 1 GiB)."""
+        if self._warc is not None and self._warc.size < MAX_WARC_BYTES:
+            return self._warc
+        if self._warc is not None:
+            self._warc.close()
+        archive = self.root / "archive"
+        stamp = self.clock().strftime("%Y%m%d%H%M%S")
+        seq = len(list(archive.glob("*.warc.gz"))) + 1
+        path = archive / f"amber-{stamp}-{seq:05d}.warc.gz"
+        while path.exists():
+            seq += 1
+            path = archive / f"amber-{stamp}-{seq:05d}.warc.gz"
+        warc = WarcFile(path, info, ids=self.ids, clock=self.clock)
+        warc.flush()
+        with self.index.transaction():
+            self.index.add_warc_file(warc.name, warc.warcinfo.date, warc.warcinfo.record_id)
+            self.index.add_record(warc.warcinfo)
+        self._warc = warc
+        return warc
+
+    def repair(self) -> list[str]:
+        """Cut any WARC tail the index does not know (a record torn by a crash).
+
+        The index is committed only after a record's bytes are flushed, so bytes past
+        the last indexed record are at most one capture's worth of partial output; it
+        is fetched again. Returns one message per file touched.
+        """
+        notes: list[str] = []
+        known = {
+            r["name"]: r["end"]
+            for r in self.index.rows(
+                "SELECT w.name, MAX(r.offset + r.length) AS end FROM warc_files w "
+                "LEFT JOIN records r ON r.warc_file = w.name GROUP BY w.name"
+            )
+        }
+        for path in sorted((self.root / "archive").glob("*.warc.gz")):
+            size = path.stat().st_size
+            end = known.get(path.name)
+            if end is None:
+                if path.name.startswith("amber-"):
+                    path.unlink()
+                    notes.append(f"{path.name}: removed (never indexed, {size} bytes)")
+                continue
+            if size > end:
+                with open(path, "r+b") as fh:
+                    fh.truncate(end)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                notes.append(f"{path.name}: cut torn tail of {size - end} bytes at offset {end}")
+            elif size < end:
+                raise BundleError(
+                    f"{path.name}: index points past end of file ({end} > {size} bytes)",
+                    hint="run `amber bundle verify` for details",
+                )
+        return notes
+
+    def finalize(self) -> None:
+        """Rebuild pages.jsonl, the CDXJ index and datapackage.json from the bytes."""
+        if self._warc is not None:
+            self._warc.close()
+            self._warc = None
+        pages = [
+            {
+                "id": row["id"],
+                "url": row["url"],
+                "ts": row["captured_at"],
+                **({"title": row["title"]} if row["title"] else {}),
+            }
+            for row in self.index.rows(
+                "SELECT c.id, c.url, c.captured_at, t.title FROM captures c "
+                "LEFT JOIN texts t ON t.capture_id = c.id "
+                "WHERE c.kind = 'page' AND c.state = 'ok' ORDER BY c.url, c.id"
+            )
+        ]
+        manifest.write_pages(self.root, pages)
+        manifest.write_cdx(self.root, self.warc_paths())
+        created = self.index.meta("created") or manifest_date(self.clock())
+        manifest.write_datapackage(
+            self.root, f"Amber evidence bundle {self.root.name}", created,
+            manifest_date(self.clock()),
+        )
+
+    def warc_paths(self) -> list[Path]:
+        names = [r["name"] for r in self.index.rows("SELECT name FROM warc_files ORDER BY name")]
+        return [self.root / "archive" / n for n in names]
+
+    # -- reading -----------------------------------------------------------------------
+    def read_record(self, record_id: str) -> Any:
+        row = self.index.record(record_id)
+        if row is None:
+            raise BundleError(f"record {record_id} is not in the index")
+        return read_record(self.root / "archive" / row["warc_file"], row["offset"], row["length"])
+
+    def find_capture(self, ref: str) -> dict[str, Any]:
+        """A capture row by id, else the best page capture of a URL (ok ones first)."""
+        row = self.index.capture(ref)
+        if row is None:
+            row = self.index.one(
+                "SELECT * FROM captures WHERE (url = ? OR final_url = ? OR fetch_url = ?) "
+                "ORDER BY state = 'ok' DESC, kind = 'page' DESC, captured_at DESC, id LIMIT 1",
+                [ref, ref, ref],
+            )
+        if row is None:
+            raise BundleError(f"no capture for {ref!r} in {self.root}")
+        return row
+
+    def read_capture(self, ref: str) -> StoredCapture:
+        """The stored response and extracted text for a capture id or URL, by offset."""
+        row = self.find_capture(ref)
+        body_row = row
+        if row["revisit_of"]:
+            body_row = self.index.capture(row["revisit_of"]) or row
+        headers: list[tuple[str, str]] = []
+        body = b""
+        where: dict[str, Any] = {}
+        if body_row["response_record"]:
+            rec = self.read_record(body_row["response_record"])
+            headers, body = rec.http_headers, rec.body
+            where = self.index.record(body_row["response_record"]) or {}
+        if row["response_record"] and row["revisit_of"]:
+            headers = self.read_record(row["response_record"]).http_headers
+        text_row = self.index.one("SELECT * FROM texts WHERE capture_id = ?", [row["id"]])
+        text = None
+        if text_row is not None:
+            text = self.read_record(text_row["record_id"]).body.decode("utf-8")
+        return StoredCapture(
+            capture_id=row["id"],
+            url=row["url"],
+            state=row["state"],
+            status=row["status"],
+            error=row["error"],
+            content_type=row["content_type"],
+            response_headers=headers,
+            body=body,
+            text=text,
+            title=text_row["title"] if text_row else None,
+            text_status=text_row["status"] if text_row else None,
+            response_record=row["response_record"],
+            text_record=text_row["record_id"] if text_row else None,
+            warc_file=where.get("warc_file"),
+            offset=where.get("offset"),
+        )
+
+    def links_for_claim(self, claim_id: str) -> list[dict[str, Any]]:
+        return self.index.rows(
+            "SELECT * FROM links WHERE claim_id = ? ORDER BY source, query_id, rank, url",
+            [claim_id],
+        )
+
+
+def manifest_date(moment: Any) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def dumps(obj: Any) -> bytes:
+    """Canonical JSON: sorted keys, compact separators, UTF-8."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

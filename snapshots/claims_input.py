@@ -1,0 +1,110 @@
+"""Reading capture inputs: a claims JSONL file, or a plain list of URLs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ambereval.snapshots.errors import InputError
+
+
+@dataclass(frozen=True)
+class ClaimInput:
+    """``{"id": "c1", "text": "...", "urls": [...], "queries": [...]}``."""
+
+    id: str
+    text: str
+    urls: tuple[str, ...] = ()
+    queries: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_url(url: str) -> str | None:
+    """Why ``url`` cannot be fetched, or None when it can."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https://"
+    if not parts.netloc:
+        return "has no host"
+    if any(c.isspace() for c in url):
+        return "contains whitespace"
+    return None
+
+
+def _read_lines(path: Path) -> list[str]:
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected a file")
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _strings(value: Any, where: str, name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: '{name}' must be a list of strings")
+    return tuple(v.strip() for v in value if v.strip())
+
+
+def load_claims(path: str | Path) -> list[ClaimInput]:
+    """Parse a claims JSONL file; every error names the file and line."""
+    path = Path(path)
+    claims: list[ClaimInput] = []
+    seen: set[str] = set()
+    for number, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected a JSON object")
+        claim_id = obj.get("id")
+        if isinstance(claim_id, int) and not isinstance(claim_id, bool):
+            claim_id = str(claim_id)
+        if not isinstance(claim_id, str) or not claim_id.strip():
+            raise InputError(f"{where}: missing or empty 'id'")
+        text = obj.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{where}: missing or empty 'text'")
+        if claim_id in seen:
+            raise InputError(f"{where}: duplicate claim id {claim_id!r}")
+        seen.add(claim_id)
+        urls = _strings(obj.get("urls"), where, "urls")
+        for url in urls:
+            problem = check_url(url)
+            if problem:
+                raise InputError(f"{where}: URL {url!r} {problem}")
+        queries = _strings(obj.get("queries"), where, "queries")
+        extra = {k: v for k, v in obj.items() if k not in ("id", "text", "urls", "queries")}
+        claims.append(ClaimInput(claim_id, text.strip(), urls, queries, extra))
+    if not claims:
+        raise InputError(f"{path}: no claims found")
+    return claims
+
+
+def load_urls(path: str | Path) -> list[str]:
+    """One URL per line; blank lines and lines starting with '#' are skipped."""
+    path = Path(path)
+    urls: list[str] = []
+    for number, line in enumerate(_read_lines(path), start=1):
+        url = line.strip()
+        if not url or url.startswith("#"):
+            continue
+        problem = check_url(url)
+        if problem:
+            raise InputError(f"{path}:{number}: URL {url!r} {problem}")
+        if url not in urls:
+            urls.append(url)
+    if not urls:
+        raise InputError(f"{path}: no URLs found")
+    return urls

@@ -1,0 +1,62 @@
+"""Domain exceptions raised by the snapshot library.
+
+The CLI maps each class to a stable error code and exit status; the message is one line
+that says what went wrong and, where possible, how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class AmberError(Exception):
+    """Base class for every error a user can cause or fix."""
+
+    code = "error"
+    exit_code = 1
+    hint: str | None = None
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        if hint is not None:
+            self.hint = hint
+
+
+class InputError(AmberError):
+    """A user-supplied file is missing, unreadable or malformed."""
+
+    code = "bad_input"
+    exit_code = 2
+
+
+class ConfigError(AmberError):
+    """A required setting (API key, base URL) is missing or invalid."""
+
+    code = "config"
+    exit_code = 2
+
+
+class ServiceError(AmberError):
+    """A capture service (Serper, Jina) is unreachable or refused us."""
+
+    code = "service"
+    exit_code = 1
+
+
+class BundleError(AmberError):
+    """A bundle is missing, not a bundle, or cannot be opened for writing."""
+
+    code = "bundle"
+    exit_code = 1
+
+
+class VerificationError(AmberError):
+    """A bundle's bytes do not match its manifest or index."""
+
+    code = "verify_mismatch"
+    exit_code = 3
+
+
+class UnsafeArchiveError(AmberError):
+    """A packed bundle holds a path that would escape the target directory."""
+
+    code = "unsafe_archive"
+    exit_code = 1

@@ -1,0 +1,108 @@
+"""Jina Reader client: GET ``<base>/<url>``; the reader returns the page as text."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ambereval.snapshots.errors import ServiceError
+from ambereval.snapshots.page import PageFetch
+from ambereval.snapshots.transport import Transport
+
+DEFAULT_JINA_URL = "https://r.jina.ai"
+_TARGET_ERROR = re.compile(r"returned error (\d{3})")
+
+
+class JinaReader:
+    """Reads pages through Jina Reader, asking for JSON to get title and text apart.
+
+    ``options`` are the ``X-*`` headers sent with every request (e.g.
+    ``X-Return-Format: markdown``); they change the output, so they are part of the
+    request key and written into the warcinfo.
+    """
+
+    name = "jina"
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        transport: Transport,
+        options: dict[str, str] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.transport = transport
+        self._options = dict(sorted((options or {}).items()))
+        for key in self._options:
+            if not key.lower().startswith("x-"):
+                raise ValueError(f"Jina option {key!r} must be an X-* header")
+
+    def options(self) -> dict[str, str]:
+        return dict(self._options)
+
+    def fetch_url(self, url: str) -> str:
+        return f"{self.base_url}/{url}"
+
+    def read(self, url: str) -> PageFetch:
+        headers = {"Accept": "application/json", **self._options}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        exchange = self.transport.send("GET", self.fetch_url(url), headers=headers)
+        result = PageFetch(url=url, exchanges=[exchange], status=exchange.status, final_url=url)
+        if exchange.status is None:
+            raise ServiceError(
+                f"reader service at {self.base_url} is unreachable ({exchange.error})",
+                hint="check JINA_BASE_URL and your network, or use --reader direct",
+            )
+        if exchange.status in (401, 402, 403):
+            raise ServiceError(
+                f"reader service refused the request (HTTP {exchange.status})",
+                hint="check JINA_API_KEY and the account's balance",
+            )
+        if exchange.error is not None or not exchange.ok:
+            result.error = exchange.error or f"HTTP {exchange.status}"
+            result.permanent = exchange.permanent
+            return result
+        body = exchange.decoded_body()
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return self._from_text(result, body.decode("utf-8", errors="replace"))
+        payload = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(payload, dict):
+            result.error = f"reader returned no page data (code {data.get('code')!r})"
+            result.permanent = True
+            return result
+        warning = str(payload.get("warning") or "")
+        failed = _TARGET_ERROR.search(warning)
+        if failed:
+            result.status = int(failed.group(1))
+            result.error = f"target returned HTTP {result.status}"
+            result.permanent = result.status not in (429, 500, 502, 503, 504)
+            return result
+        text = str(payload.get("content") or "").strip()
+        result.text = text
+        result.title = payload.get("title") or None
+        result.final_url = payload.get("url") or url
+        result.extractor = "jina"
+        result.text_status = "ok" if text else "empty"
+        return result
+
+    @staticmethod
+    def _from_text(result: PageFetch, body: str) -> PageFetch:
+        """The reader's plain-text format: ``Title:`` / ``URL Source:`` header lines."""
+        title = None
+        marker = "Markdown Content:"
+        head, sep, rest = body.partition(marker)
+        if sep:
+            for line in head.splitlines():
+                if line.startswith("Title:"):
+                    title = line[len("Title:") :].strip() or None
+            body = rest
+        text = body.strip()
+        result.text = text
+        result.title = title
+        result.extractor = "jina"
+        result.text_status = "ok" if text else "empty"
+        return result

@@ -1,0 +1,243 @@
+"""HTTP with retries, backoff with jitter, per-service rate limits, and redaction.
+
+Every exchange is returned as an :class:`Exchange` holding exactly what the archive needs:
+the request as sent (secrets already redacted), the status line, the headers, and the
+body bytes as they came off the wire (content-encoding kept, chunking removed).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import httpx
+
+REDACTED = "[redacted]"
+SECRET_HEADERS = frozenset(
+    {"x-api-key", "authorization", "proxy-authorization", "cookie", "set-cookie"}
+)
+RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+DEFAULT_USER_AGENT = "amber-eval (+https://github.com/amber-eval; evidence snapshot)"
+
+
+def redact_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Replace the value of every secret-bearing header with a fixed marker."""
+    return [(k, REDACTED if k.lower() in SECRET_HEADERS else v) for k, v in headers]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try one request. Timeouts are seconds."""
+
+    attempts: int = 4
+    backoff: float = 0.5
+    max_backoff: float = 20.0
+    timeout: float = 30.0
+    max_body_bytes: int = 50 * 1024 * 1024
+
+    def delay(self, attempt: int, rng: random.Random, retry_after: float | None) -> float:
+        """Full-jitter exponential backoff; a server's Retry-After wins when larger."""
+        cap = min(self.max_backoff, self.backoff * (2**attempt))
+        wait = rng.uniform(0, cap)
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.max_backoff))
+        return wait
+
+
+class RateLimiter:
+    """A thread-safe token bucket: at most ``rate`` requests per second per service."""
+
+    def __init__(self, rate: float | None, burst: int = 1) -> None:
+        self.rate = rate
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        if not self.rate:
+            return
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+                self._last = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                wait = (1 - self._tokens) / self.rate
+            time.sleep(wait)
+
+
+@dataclass
+class Exchange:
+    """One request and what came back (or why nothing did)."""
+
+    method: str
+    url: str
+    request_headers: list[tuple[str, str]]
+    request_body: bytes
+    started: datetime
+    status: int | None = None
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    error: str | None = None
+    permanent: bool = False
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    def header(self, name: str) -> str | None:
+        for k, v in self.response_headers:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+    def decoded_body(self) -> bytes:
+        """The body with any gzip/deflate content-encoding undone."""
+        encoding = (self.header("content-encoding") or "").lower().strip()
+        if encoding in ("gzip", "x-gzip"):
+            return zlib.decompress(self.body, 16 + zlib.MAX_WBITS)
+        if encoding == "deflate":
+            try:
+                return zlib.decompress(self.body)
+            except zlib.error:
+                return zlib.decompress(self.body, -zlib.MAX_WBITS)
+        return self.body
+
+
+ResponseCheck = Callable[[Exchange], str | None]
+
+
+def _is_dns_failure(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, socket.gaierror):
+            return True
+        text = str(seen).lower()
+        if "name or service not known" in text or "nodename nor servname" in text:
+            return True
+        if "temporary failure in name resolution" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class Transport:
+    """Sends requests for one service under its rate limit and retry policy."""
+
+    def __init__(
+        self,
+        name: str,
+        policy: RetryPolicy | None = None,
+        rate: float | None = None,
+        seed: int = 0,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.name = name
+        self.policy = policy or RetryPolicy()
+        self.limiter = RateLimiter(rate)
+        self._rng = random.Random(seed)
+        self._rng_lock = threading.Lock()
+        self._client = client or httpx.Client(
+            timeout=httpx.Timeout(self.policy.timeout),
+            follow_redirects=False,
+            trust_env=False,
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        check: ResponseCheck | None = None,
+    ) -> Exchange:
+        """Send with retries; never raises for network trouble: the Exchange says it."""
+        sent = {"User-Agent": DEFAULT_USER_AGENT, "Accept-Encoding": "gzip, deflate"}
+        sent.update(headers or {})
+        exchange = Exchange(method, url, [], body, datetime.now(UTC))
+        for attempt in range(self.policy.attempts):
+            self.limiter.acquire()
+            exchange = self._once(method, url, sent, body)
+            exchange.attempts = attempt + 1
+            if exchange.error is None and exchange.status is not None and check is not None:
+                problem = check(exchange) if 200 <= exchange.status < 300 else None
+                if problem:
+                    exchange.error = problem
+            if exchange.permanent or (exchange.error is None and not self._retryable(exchange)):
+                return exchange
+            if attempt + 1 < self.policy.attempts:
+                with self._rng_lock:
+                    wait = self.policy.delay(
+                        attempt, self._rng, _retry_after(exchange.header("retry-after"))
+                    )
+                time.sleep(wait)
+        return exchange
+
+    @staticmethod
+    def _retryable(exchange: Exchange) -> bool:
+        return exchange.status in RETRYABLE_STATUS
+
+    def _once(self, method: str, url: str, headers: dict[str, str], body: bytes) -> Exchange:
+        started = datetime.now(UTC)
+        request = self._client.build_request(method, url, headers=headers, content=body or None)
+        sent_headers = redact_headers([(k, v) for k, v in request.headers.multi_items()])
+        exchange = Exchange(method, str(request.url), sent_headers, body, started)
+        deadline = time.monotonic() + self.policy.timeout * 4
+        try:
+            response = self._client.send(request, stream=True)
+            try:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_raw():
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > self.policy.max_body_bytes:
+                        exchange.error = f"body larger than {self.policy.max_body_bytes} bytes"
+                        exchange.permanent = True
+                        break
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("body did not finish in time")
+            finally:
+                response.close()
+        except httpx.TimeoutException as exc:
+            exchange.error = f"timeout: {exc or type(exc).__name__}"
+            return exchange
+        except (httpx.TransportError, OSError) as exc:
+            exchange.error = f"{type(exc).__name__}: {exc}"
+            exchange.permanent = _is_dns_failure(exc)
+            return exchange
+        exchange.status = response.status_code
+        exchange.reason = response.reason_phrase
+        exchange.http_version = response.http_version
+        exchange.response_headers = redact_headers(
+            [(k, v) for k, v in response.headers.multi_items() if k.lower() != "transfer-encoding"]
+        )
+        exchange.body = b"".join(chunks)
+        if exchange.error is None and 400 <= exchange.status < 500:
+            exchange.permanent = exchange.status not in RETRYABLE_STATUS
+        return exchange

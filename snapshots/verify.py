@@ -1,0 +1,246 @@
+"""``amber bundle verify``: recompute every digest and check index <-> WARC consistency.
+
+Checks, stopping at the first mismatch (reported with file, offset and record id):
+1. ``datapackage.json``: every listed file exists with the listed size and sha256, and
+   every file in the bundle is listed;
+2. every WARC file, record by record: each gzip member is whole, each record's
+   ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` match its bytes, and the record
+   sits in the index at exactly that offset and length;
+3. the index: every record the index names is found in its file (nothing points past
+   the end), captures and texts point at records of the right type, SQLite integrity
+   and foreign keys hold.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ambereval.snapshots import manifest
+from ambereval.snapshots.bundle import INDEX_PATH, Bundle
+
+CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    file: str
+    offset: int | None
+    record_id: str | None
+    problem: str
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.offset is not None:
+            where += f" @ offset {self.offset}"
+        if self.record_id:
+            where += f" (record {self.record_id})"
+        return f"{where}: {self.problem}"
+
+
+@dataclass
+class VerifyReport:
+    bundle: str
+    files: int = 0
+    records: int = 0
+    bytes: int = 0
+    mismatch: Mismatch | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatch is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "bundle": self.bundle, "ok": self.ok, "files": self.files, "records": self.records,
+            "bytes": self.bytes, "mismatch": None if self.mismatch is None else {
+                "file": self.mismatch.file, "offset": self.mismatch.offset,
+                "record_id": self.mismatch.record_id, "problem": self.mismatch.problem},
+        }
+
+
+class _Stop(Exception):
+    def __init__(self, mismatch: Mismatch) -> None:
+        self.mismatch = mismatch
+
+
+def _digest(algo_value: str | None, data: bytes) -> bool | None:
+    """True/False when the digest header can be checked, None when it is absent."""
+    if not algo_value or ":" not in algo_value:
+        return None
+    algo, _, expected = algo_value.partition(":")
+    try:
+        h = hashlib.new(algo.lower().replace("-", ""), data).digest()
+    except ValueError:
+        return None
+    return expected in (base64.b32encode(h).decode(), h.hex(), base64.b64encode(h).decode())
+
+
+def _parse_headers(block: bytes) -> tuple[str, dict[str, str], int]:
+    end = block.find(b"\r\n\r\n")
+    if end < 0:
+        raise ValueError("no end of WARC headers")
+    lines = block[:end].decode("utf-8").split("\r\n")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return lines[0], headers, end + 4
+
+
+def _read_member(fh: Any, offset: int) -> tuple[bytes, int]:
+    """Decompress the gzip member at ``offset``; returns (data, compressed length)."""
+    fh.seek(offset)
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out: list[bytes] = []
+    fed = 0
+    while not d.eof:
+        chunk = fh.read(CHUNK)
+        if not chunk:
+            raise ValueError("truncated gzip member (file ends mid-record)")
+        fed += len(chunk)
+        out.append(d.decompress(chunk))
+    return b"".join(out), fed - len(d.unused_data)
+
+
+def _check_record(name: str, offset: int, data: bytes) -> tuple[str, str]:
+    try:
+        version, headers, start = _parse_headers(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _Stop(Mismatch(name, offset, None, f"unreadable WARC headers: {exc}")) from None
+    rid = headers.get("warc-record-id")
+    if not version.startswith("WARC/"):
+        raise _Stop(Mismatch(name, offset, rid, f"not a WARC record ({version[:20]!r})"))
+    try:
+        length = int(headers.get("content-length", ""))
+    except ValueError:
+        raise _Stop(Mismatch(name, offset, rid, "missing Content-Length")) from None
+    block = data[start : start + length]
+    if len(block) != length or data[start + length :] != b"\r\n\r\n":
+        raise _Stop(Mismatch(name, offset, rid, "record length does not match Content-Length"))
+    if _digest(headers.get("warc-block-digest"), block) is False:
+        raise _Stop(Mismatch(name, offset, rid, "WARC-Block-Digest does not match the block"))
+    payload = block
+    kind = headers.get("warc-type", "")
+    if kind in ("response", "request", "revisit") and "application/http" in headers.get(
+        "content-type", ""
+    ):
+        cut = block.find(b"\r\n\r\n")
+        payload = block[cut + 4 :] if cut >= 0 else b""
+    if kind != "revisit" and _digest(headers.get("warc-payload-digest"), payload) is False:
+        raise _Stop(Mismatch(name, offset, rid, "WARC-Payload-Digest does not match the payload"))
+    return rid or "", kind
+
+
+def _check_manifest(root: Path, report: VerifyReport) -> None:
+    path = root / manifest.MANIFEST
+    if not path.is_file():
+        raise _Stop(Mismatch(manifest.MANIFEST, None, None, "missing"))
+    try:
+        package = json.loads(path.read_text(encoding="utf-8"))
+        resources = {r["path"]: r for r in package["resources"]}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _Stop(Mismatch(manifest.MANIFEST, None, None, f"unreadable: {exc}")) from None
+    present = {p.relative_to(root).as_posix(): p for p in manifest.bundle_files(root)}
+    for rel, res in sorted(resources.items()):
+        if rel not in present:
+            raise _Stop(Mismatch(rel, None, None, "listed in datapackage.json but missing"))
+        digest, size = manifest.sha256_file(present[rel])
+        report.files += 1
+        report.bytes += size
+        if size != res.get("bytes"):
+            raise _Stop(Mismatch(rel, None, None,
+                                 f"size {size} differs from datapackage.json ({res.get('bytes')})"))
+        if f"sha256:{digest}" != res.get("hash"):
+            raise _Stop(Mismatch(rel, None, None, "sha256 differs from datapackage.json"))
+    for rel in sorted(set(present) - set(resources)):
+        raise _Stop(Mismatch(rel, None, None, "not listed in datapackage.json"))
+
+
+def _check_warcs(bundle: Bundle, report: VerifyReport) -> None:
+    index = bundle.index
+    files = [r["name"] for r in index.rows("SELECT name FROM warc_files ORDER BY name")]
+    on_disk = sorted(p.name for p in (bundle.root / "archive").glob("*.warc*"))
+    for name in on_disk:
+        if name not in files:
+            raise _Stop(Mismatch(f"archive/{name}", None, None, "WARC file not in the index"))
+    for name in files:
+        rel = f"archive/{name}"
+        path = bundle.root / "archive" / name
+        rows = index.rows(
+            "SELECT record_id, offset, length, type FROM records WHERE warc_file = ? "
+            "ORDER BY offset", [name])
+        by_offset = {r["offset"]: r for r in rows}
+        if not path.is_file():
+            first = rows[0] if rows else {"offset": None, "record_id": None}
+            raise _Stop(Mismatch(rel, first["offset"], first["record_id"], "file is missing"))
+        size = path.stat().st_size
+        for r in rows:
+            if r["offset"] + r["length"] > size:
+                raise _Stop(Mismatch(rel, r["offset"], r["record_id"],
+                                     f"index points past end of file ({size} bytes)"))
+        offset = 0
+        with open(path, "rb") as fh:
+            while offset < size:
+                row = by_offset.get(offset)
+                try:
+                    data, used = _read_member(fh, offset)
+                except (ValueError, zlib.error) as exc:
+                    rid = row["record_id"] if row else None
+                    raise _Stop(Mismatch(rel, offset, rid, str(exc))) from None
+                rid, kind = _check_record(rel, offset, data)
+                if row is None:
+                    raise _Stop(Mismatch(rel, offset, rid, "record is not in the index"))
+                if row["record_id"] != rid or row["length"] != used or row["type"] != kind:
+                    raise _Stop(Mismatch(rel, offset, rid,
+                                         f"index says {row['record_id']} ({row['type']}, "
+                                         f"{row['length']} bytes), file has {kind}, {used} bytes"))
+                report.records += 1
+                offset += used
+
+
+def _check_index(bundle: Bundle) -> None:
+    index = bundle.index
+    db = str(INDEX_PATH)
+    problem = index.db.execute("PRAGMA integrity_check").fetchone()[0]
+    if problem != "ok":
+        raise _Stop(Mismatch(db, None, None, f"SQLite integrity: {problem}"))
+    broken = index.db.execute("PRAGMA foreign_key_check").fetchone()
+    if broken:
+        raise _Stop(Mismatch(db, None, None, f"foreign key broken in table {broken[0]}"))
+    expect = (
+        ("SELECT c.id, r.record_id, r.type FROM captures c JOIN records r "
+         "ON r.record_id = c.response_record WHERE r.type NOT IN ('response', 'revisit')",
+         "response_record is not a response"),
+        ("SELECT c.id, r.record_id, r.type FROM captures c JOIN records r "
+         "ON r.record_id = c.request_record WHERE r.type != 'request'",
+         "request_record is not a request"),
+        ("SELECT t.capture_id AS id, r.record_id, r.type FROM texts t JOIN records r "
+         "ON r.record_id = t.record_id WHERE r.type NOT IN ('conversion', 'resource')",
+         "text record is not a conversion"),
+    )
+    for sql, message in expect:
+        bad = index.one(sql)
+        if bad:
+            raise _Stop(Mismatch(db, None, bad["record_id"], f"capture {bad['id']}: {message}"))
+
+
+def verify_bundle(root: str | Path) -> VerifyReport:
+    """Check a bundle end to end; ``report.mismatch`` names the first problem."""
+    bundle = Bundle.open(root)
+    report = VerifyReport(str(root))
+    try:
+        _check_manifest(bundle.root, report)
+        _check_warcs(bundle, report)
+        _check_index(bundle)
+    except _Stop as stop:
+        report.mismatch = stop.mismatch
+    finally:
+        bundle.close()
+    return report
