@@ -95,9 +95,9 @@ def claims_cmd(
     Example: SERPER_API_KEY=... amber snapshot claims claims.jsonl --out bundle/
     """
     with handled():
-        items = load_claims(claims)
         options = _options(reader, concurrency, jina_option, retries, timeout, backoff, rate,
                            top_k=top_k, gl=gl, hl=hl, num=num, tbs=tbs, page=page)
+        items = load_claims(claims)
         with progress_bar(not as_json) as progress:
             summary = capture_claims(out, items, options, progress)
     _render(summary, as_json)
@@ -121,8 +121,8 @@ def urls_cmd(
     Example: amber snapshot urls urls.txt --out bundle/ --reader direct
     """
     with handled():
-        items = load_urls(urls)
         options = _options(reader, concurrency, jina_option, retries, timeout, backoff, rate)
+        items = load_urls(urls)
         with progress_bar(not as_json) as progress:
             summary = capture_urls(out, items, options, progress)
     _render(summary, as_json)

@@ -34,6 +34,10 @@ def check_url(url: str) -> str | None:
     return None
 
 
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _read_lines(path: Path) -> list[str]:
     if not path.exists():
         raise InputError(f"{path}: no such file")
@@ -83,7 +87,7 @@ def load_claims(path: str | Path) -> list[ClaimInput]:
         for url in urls:
             problem = check_url(url)
             if problem:
-                raise InputError(f"{where}: URL {url!r} {problem}")
+                raise InputError(f"{where}: URL {_short(url)!r} {problem}")
         queries = _strings(obj.get("queries"), where, "queries")
         extra = {k: v for k, v in obj.items() if k not in ("id", "text", "urls", "queries")}
         claims.append(ClaimInput(claim_id, text.strip(), urls, queries, extra))
@@ -102,7 +106,7 @@ def load_urls(path: str | Path) -> list[str]:
             continue
         problem = check_url(url)
         if problem:
-            raise InputError(f"{path}:{number}: URL {url!r} {problem}")
+            raise InputError(f"{path}:{number}: URL {_short(url)!r} {problem}")
         if url not in urls:
             urls.append(url)
     if not urls:

@@ -133,6 +133,11 @@ def _is_dns_failure(exc: BaseException) -> bool:
     return False
 
 
+def _raw(headers: httpx.Headers) -> list[tuple[str, str]]:
+    """Headers as they went over the wire: original case and order."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw]
+
+
 def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
@@ -205,7 +210,7 @@ class Transport:
     def _once(self, method: str, url: str, headers: dict[str, str], body: bytes) -> Exchange:
         started = datetime.now(UTC)
         request = self._client.build_request(method, url, headers=headers, content=body or None)
-        sent_headers = redact_headers([(k, v) for k, v in request.headers.multi_items()])
+        sent_headers = redact_headers(_raw(request.headers))
         exchange = Exchange(method, str(request.url), sent_headers, body, started)
         deadline = time.monotonic() + self.policy.timeout * 4
         try:
@@ -235,7 +240,7 @@ class Transport:
         exchange.reason = response.reason_phrase
         exchange.http_version = response.http_version
         exchange.response_headers = redact_headers(
-            [(k, v) for k, v in response.headers.multi_items() if k.lower() != "transfer-encoding"]
+            [(k, v) for k, v in _raw(response.headers) if k.lower() != "transfer-encoding"]
         )
         exchange.body = b"".join(chunks)
         if exchange.error is None and 400 <= exchange.status < 500:

@@ -1,0 +1,119 @@
+"""``bundle verify``: clean bundles pass; every kind of damage is named precisely."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import fast_options, run_amber
+from fakeweb import FakeWeb
+
+from ambereval.snapshots import Bundle, BundleError, capture_urls, verify_bundle
+
+
+@pytest.fixture(scope="module")
+def clean_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("verify") / "bundle"
+    with FakeWeb() as web:
+        urls = [web.url(p) for p in ("/pages/eiffel.html", "/pages/rhine.html",
+                                     "/pages/tea.html", "/missing")]
+        capture_urls(out, urls, fast_options(web, reader="direct"))
+    return out
+
+
+def copy(bundle: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "copy"
+    shutil.copytree(bundle, dst)
+    return dst
+
+
+def warc_of(root: Path) -> Path:
+    return next((root / "archive").glob("*.warc.gz"))
+
+
+def test_clean_bundle_verifies(clean_bundle: Path) -> None:
+    report = verify_bundle(clean_bundle)
+    assert report.ok, report.mismatch
+    assert report.records > 10 and report.files == 5
+
+
+def test_flipped_byte_names_file_offset_and_record(clean_bundle: Path, tmp_path: Path) -> None:
+    root = copy(clean_bundle, tmp_path)
+    with Bundle.open(root) as b:
+        rec = b.index.one("SELECT * FROM records WHERE type = 'response' ORDER BY offset LIMIT 1")
+    warc = warc_of(root)
+    data = bytearray(warc.read_bytes())
+    data[rec["offset"] + rec["length"] // 2] ^= 0xFF
+    warc.write_bytes(bytes(data))
+    report = verify_bundle(root)
+    assert not report.ok
+    # the manifest catches it first: the file's sha256 changed
+    assert report.mismatch.file == f"archive/{warc.name}"
+    # with the manifest rebuilt, the record itself is named
+    (root / "datapackage.json").unlink()
+    with Bundle.create(root) as b:
+        from ambereval.snapshots import manifest
+        manifest.write_datapackage(b.root, "t", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+    report = verify_bundle(root)
+    assert report.mismatch.offset == rec["offset"]
+    assert report.mismatch.record_id == rec["record_id"]
+
+
+def _rebuild_manifest(root: Path) -> None:
+    from ambereval.snapshots import manifest
+    manifest.write_datapackage(root, "t", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+
+
+def test_truncated_warc_is_named(clean_bundle: Path, tmp_path: Path) -> None:
+    root = copy(clean_bundle, tmp_path)
+    warc = warc_of(root)
+    size = warc.stat().st_size
+    with open(warc, "r+b") as fh:
+        fh.truncate(size - 40)
+    _rebuild_manifest(root)
+    report = verify_bundle(root)
+    assert report.mismatch.file == f"archive/{warc.name}"
+    assert "past end of file" in report.mismatch.problem
+    assert report.mismatch.record_id is not None and report.mismatch.offset is not None
+
+
+def test_index_pointing_past_end_of_file(clean_bundle: Path, tmp_path: Path) -> None:
+    root = copy(clean_bundle, tmp_path)
+    db = sqlite3.connect(root / "evidence" / "amber.sqlite")
+    rid = db.execute("SELECT record_id FROM records ORDER BY offset DESC LIMIT 1").fetchone()[0]
+    db.execute("UPDATE records SET offset = offset + 100000 WHERE record_id = ?", [rid])
+    db.commit()
+    db.close()
+    _rebuild_manifest(root)
+    report = verify_bundle(root)
+    assert report.mismatch.record_id == rid
+    assert "past end of file" in report.mismatch.problem
+    # and a writer refuses to append to it
+    with pytest.raises(BundleError, match="index points past end of file"):
+        Bundle.create(root)
+
+
+def test_unlisted_and_missing_files(clean_bundle: Path, tmp_path: Path) -> None:
+    root = copy(clean_bundle, tmp_path)
+    (root / "pages" / "extra.txt").write_text("x")
+    assert verify_bundle(root).mismatch.problem == "not listed in datapackage.json"
+    (root / "pages" / "extra.txt").unlink()
+    (root / "pages" / "pages.jsonl").unlink()
+    assert verify_bundle(root).mismatch.problem == "listed in datapackage.json but missing"
+
+
+def test_cli_exit_code_three_and_one_line(clean_bundle: Path, tmp_path: Path) -> None:
+    ok = run_amber("bundle", "verify", str(clean_bundle))
+    assert ok.returncode == 0 and ok.stdout.startswith("ok:")
+    root = copy(clean_bundle, tmp_path)
+    warc = warc_of(root)
+    with open(warc, "r+b") as fh:
+        fh.seek(10)
+        fh.write(b"garbage!")
+    bad = run_amber("bundle", "verify", str(root))
+    assert bad.returncode == 3
+    assert bad.stderr.count("\n") == 1 and f"archive/{warc.name}" in bad.stderr
+    as_json = run_amber("bundle", "verify", str(root), "--json")
+    assert as_json.returncode == 3 and '"ok": false' in as_json.stdout
