@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
+
 from ambereval.cli.output import handled, print_json, stdout
 from ambereval.snapshots import Bundle, bundle_stats, pack_bundle, unpack_bundle, verify_bundle
-from rich.table import Table
 
 app = typer.Typer(no_args_is_help=True, help="Check, pack and inspect evidence bundles.")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from ambereval.cli import bundle_cmd, snapshot
 
 from ambereval import __version__
+from ambereval.cli import bundle_cmd, snapshot
 
 app = typer.Typer(
     name="amber",

@@ -9,9 +9,10 @@ from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import typer
-from ambereval.snapshots.errors import AmberError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ambereval.snapshots.errors import AmberError
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 stdout = Console(highlight=False, soft_wrap=True)

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
+
 from ambereval.cli.output import fail, handled, print_json, progress_bar, stdout
 from ambereval.snapshots import (
     CaptureOptions,
@@ -16,7 +18,6 @@ from ambereval.snapshots import (
     load_claims,
     load_urls,
 )
-from rich.table import Table
 
 app = typer.Typer(no_args_is_help=True, help="Capture web evidence into a bundle (online).")
 

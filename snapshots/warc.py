@@ -16,12 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from ambereval.snapshots.transport import Exchange
 from warcio.archiveiterator import ArchiveIterator
 from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
+
+from ambereval.snapshots.transport import Exchange
 
 IdFactory = Callable[[], str]
 Clock = Callable[[], datetime]

@@ -11,9 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fakeweb import FakeWeb  # noqa: E402
-
 from ambereval.snapshots import CaptureOptions, RetryPolicy  # noqa: E402
+
+from fakeweb import FakeWeb  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

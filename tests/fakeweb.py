@@ -239,7 +239,7 @@ class FakeWeb:
                 scored.append((-score, path, page, text))
         scored.sort(key=lambda s: (s[0], s[1]))
         organic = []
-        for position, (_, path, page, text) in enumerate(scored[:num], start=1):
+        for position, (_, path, page, _text) in enumerate(scored[:num], start=1):
             item: dict[str, Any] = {"title": page_title(page) or path, "link": self.url(path),
                                     "snippet": page_text(page)[:160], "position": position}
             if page.date:

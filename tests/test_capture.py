@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import example_claims, fast_options
-from fakeweb import FakeWeb
 
 from ambereval.snapshots import Bundle, ClaimInput, capture_claims, capture_urls, verify_bundle
+
+from conftest import example_claims, fast_options
+from fakeweb import FakeWeb
 
 
 def claims_of(web: FakeWeb) -> list[ClaimInput]:
@@ -27,11 +28,11 @@ def test_capture_links_claims_queries_results_and_captures(web: FakeWeb, tmp_pat
     assert summary.failed == 1  # /missing
     with Bundle.open(out) as b:
         links = b.links_for_claim("c1")
-        cited = [l for l in links if l["source"] == "cited"]
-        found = [l for l in links if l["source"] == "search"]
-        assert [l["url"] for l in cited] == [web.url("/pages/eiffel.html")]
-        assert found and all(l["query_id"] == "c1#q1" for l in found)
-        assert [l["rank"] for l in found] == list(range(1, len(found) + 1))
+        cited = [lk for lk in links if lk["source"] == "cited"]
+        found = [lk for lk in links if lk["source"] == "search"]
+        assert [lk["url"] for lk in cited] == [web.url("/pages/eiffel.html")]
+        assert found and all(lk["query_id"] == "c1#q1" for lk in found)
+        assert [lk["rank"] for lk in found] == list(range(1, len(found) + 1))
         assert found[0]["url"] == web.url("/pages/eiffel.html")  # the best match ranks first
         for link in links:
             assert b.index.capture(link["capture_id"]) is not None
@@ -193,7 +194,7 @@ def test_changed_claim_gets_new_links(web: FakeWeb, tmp_path: Path) -> None:
     capture_claims(out, [ClaimInput("c", "t", (web.url("/pages/tea.html"),))], opts)
     capture_claims(out, [ClaimInput("c", "t", (web.url("/pages/rhine.html"),))], opts)
     with Bundle.open(out) as b:
-        assert [l["url"] for l in b.links_for_claim("c")] == [web.url("/pages/rhine.html")]
+        assert [lk["url"] for lk in b.links_for_claim("c")] == [web.url("/pages/rhine.html")]
         metas = b.index.one("SELECT COUNT(*) AS n FROM records WHERE type = 'metadata' "
                             "AND target_uri = 'urn:amber:claim:c'")["n"]
         assert metas == 2  # both link statements stay in the archive

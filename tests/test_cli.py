@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import example_claims, run_amber, write_claims
-from fakeweb import FakeWeb
 
 from ambereval import __version__
+
+from conftest import example_claims, run_amber, write_claims
+from fakeweb import FakeWeb
 
 
 def no_traceback(stderr: str) -> bool:

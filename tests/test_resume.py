@@ -10,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+from ambereval.snapshots import Bundle, capture_urls, verify_bundle
+
 from conftest import fast_options
 from fakeweb import FakeWeb, html_page
-
-from ambereval.snapshots import Bundle, capture_urls, verify_bundle
 
 N_PAGES = 24
 

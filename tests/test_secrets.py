@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+from ambereval.snapshots import ClaimInput, capture_claims, pack_bundle
+
 from conftest import example_claims, fast_options
 from fakeweb import FakeWeb
-
-from ambereval.snapshots import ClaimInput, capture_claims, pack_bundle
 
 
 def _all_bytes(root: Path) -> list[tuple[Path, bytes]]:

@@ -7,10 +7,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import fast_options, run_amber
-from fakeweb import FakeWeb
 
 from ambereval.snapshots import Bundle, BundleError, capture_urls, verify_bundle
+
+from conftest import fast_options, run_amber
+from fakeweb import FakeWeb
 
 
 @pytest.fixture(scope="module")
