@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ambereval.snapshots.errors import AmberError
+from ambereval.errors import AmberError
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 stdout = Console(highlight=False, soft_wrap=True)

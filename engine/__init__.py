@@ -1,1 +1,1 @@
-"""Placeholder; filled by later issues."""
+"""Amber engine: reports, claims, verification, protocols, runs."""

@@ -1,1 +1,57 @@
-"""Placeholder; filled by later issues."""
+"""Model side of Amber: the judge (llama.cpp or an OpenAI-compatible server), the judge
+ledger, sentence embeddings, chunking and FAISS retrieval.
+
+Public nouns: :class:`Judge`, :class:`JudgeResponse`, :class:`Ledger`, :func:`open_judge`,
+:class:`Embedder`, :class:`Chunk`, :func:`chunk_text`, :class:`VectorIndex`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ambereval.models.chunker import Chunk, ChunkParams, chunk_text
+from ambereval.models.embedder import Embedder
+from ambereval.models.judge import Judge, JudgeResponse
+from ambereval.models.ledger import MODES as LEDGER_MODES
+from ambereval.models.ledger import Ledger
+from ambereval.models.registry import default_embedder_dir, default_judge_path, known_models
+from ambereval.models.vector_index import Hit, VectorIndex
+
+
+def open_judge(
+    model_path: str | Path | None = None,
+    url: str | None = None,
+    name: str | None = None,
+    ledger: str | Path | None = None,
+    ledger_mode: str = "reuse",
+    n_ctx: int = 4096,
+    threads: int | None = None,
+    seed: int = 0,
+    api_key: str | None = None,
+) -> Judge:
+    """A judge from CLI-style options: a GGUF path, or a server URL and model name, or the
+    default SmolLM2-135M. With ``ledger``, every call goes through that ledger file."""
+    from ambereval.errors import ConfigError
+
+    if url and model_path:
+        raise ConfigError("give either --judge-model or --judge-url, not both")
+    if url:
+        from ambereval.models.openai_backend import OpenAIBackend
+
+        if not name:
+            raise ConfigError("--judge-url needs --judge-name (the server's model name)")
+        backend = OpenAIBackend(url, name, api_key=api_key)
+    else:
+        from ambereval.models.llamacpp_backend import LlamaCppBackend
+
+        backend = LlamaCppBackend(model_path or default_judge_path(), n_ctx=n_ctx,
+                                  n_threads=threads)
+    book = Ledger(ledger, ledger_mode) if ledger else None
+    return Judge(backend, book, seed=seed, n_ctx=n_ctx)
+
+
+__all__ = [
+    "LEDGER_MODES", "Chunk", "ChunkParams", "Embedder", "Hit", "Judge", "JudgeResponse",
+    "Ledger", "VectorIndex", "chunk_text", "default_embedder_dir", "default_judge_path",
+    "known_models", "open_judge",
+]

@@ -5,10 +5,7 @@ Public nouns: :class:`Bundle`, :func:`capture_claims`, :func:`capture_urls`,
 :func:`unpack_bundle`, :func:`bundle_stats`, :func:`load_claims`, :func:`load_urls`.
 """
 
-from ambereval.snapshots.bundle import Bundle, StoredCapture
-from ambereval.snapshots.capture import CaptureOptions, CaptureSummary, capture_claims, capture_urls
-from ambereval.snapshots.claims_input import ClaimInput, load_claims, load_urls
-from ambereval.snapshots.errors import (
+from ambereval.errors import (
     AmberError,
     BundleError,
     ConfigError,
@@ -17,6 +14,9 @@ from ambereval.snapshots.errors import (
     UnsafeArchiveError,
     VerificationError,
 )
+from ambereval.snapshots.bundle import Bundle, StoredCapture
+from ambereval.snapshots.capture import CaptureOptions, CaptureSummary, capture_claims, capture_urls
+from ambereval.snapshots.claims_input import ClaimInput, load_claims, load_urls
 from ambereval.snapshots.stats import bundle_stats
 from ambereval.snapshots.transport import RetryPolicy
 from ambereval.snapshots.verify import VerifyReport, verify_bundle

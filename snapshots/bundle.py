@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ambereval.errors import BundleError
 from ambereval.snapshots import manifest
-from ambereval.snapshots.errors import BundleError
 from ambereval.snapshots.index import Index
 from ambereval.snapshots.warc import Clock, IdFactory, WarcFile, new_record_id, read_record, utc_now
 

@@ -17,11 +17,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from ambereval.errors import ConfigError
 from ambereval.snapshots import manifest
 from ambereval.snapshots.bundle import Bundle, dumps
 from ambereval.snapshots.claims_input import ClaimInput
 from ambereval.snapshots.direct import DirectReader
-from ambereval.snapshots.errors import ConfigError
 from ambereval.snapshots.jina import DEFAULT_JINA_URL, JinaReader
 from ambereval.snapshots.page import PageFetch
 from ambereval.snapshots.serper import DEFAULT_SERPER_URL, SearchParams, SerperClient, parse_results

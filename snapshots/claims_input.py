@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ambereval.snapshots.errors import InputError
+from ambereval.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from ambereval.snapshots.errors import ServiceError
+from ambereval.errors import ServiceError
 from ambereval.snapshots.page import PageFetch
 from ambereval.snapshots.transport import Transport
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ambereval.snapshots.errors import ServiceError
+from ambereval.errors import ServiceError
 from ambereval.snapshots.transport import Exchange, Transport
 
 DEFAULT_SERPER_URL = "https://google.serper.dev"

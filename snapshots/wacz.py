@@ -7,9 +7,9 @@ import stat
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from ambereval.errors import BundleError, InputError, UnsafeArchiveError
 from ambereval.snapshots import manifest
 from ambereval.snapshots.bundle import Bundle
-from ambereval.snapshots.errors import BundleError, InputError, UnsafeArchiveError
 
 STORED_SUFFIXES = (".warc.gz", ".warc", ".cdx.gz", ".sqlite")
 

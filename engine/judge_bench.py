@@ -1,0 +1,140 @@
+"""Measuring a judge on labeled claim/evidence pairs: accuracy, balanced accuracy, kappa.
+
+Input: JSONL ``{"id", "claim", "evidence", "label"}`` with labels ``supported``,
+``contradicted``, ``unknown`` (ternary) or ``supported``/``unsupported`` (binary; then a
+``contradicted`` or ``unknown`` verdict counts as ``unsupported``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ambereval.errors import InputError
+from ambereval.models import Judge
+from ambereval.models.canonical import content_key
+
+TERNARY = ("contradicted", "supported", "unknown")
+BINARY = ("supported", "unsupported")
+
+SYSTEM_PROMPT = (
+    "You verify a single claim using only the evidence text you are given, never your own "
+    "knowledge. Answer 'supported' if the evidence states or directly implies the claim, "
+    "including its numbers, dates, names and qualifiers. Answer 'contradicted' if the "
+    "evidence states something incompatible with the claim. Answer 'unknown' if the "
+    "evidence is silent, only partly covers the claim, or is off topic."
+)
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": list(TERNARY)}},
+    "required": ["verdict"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class Pair:
+    id: str
+    claim: str
+    evidence: str
+    label: str
+
+
+def load_pairs(path: str | Path, limit: int | None = None) -> tuple[list[Pair], tuple[str, ...]]:
+    """Read labeled pairs; returns them and the label space (ternary or binary)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    pairs: list[Pair] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: invalid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected a JSON object")
+        missing = [k for k in ("id", "claim", "evidence", "label") if obj.get(k) in (None, "")]
+        if missing:
+            raise InputError(f"{where}: missing {', '.join(missing)}")
+        label = str(obj["label"]).strip().lower()
+        if label not in TERNARY + BINARY:
+            raise InputError(f"{where}: unknown label {label!r} "
+                             "(use supported, contradicted, unknown or unsupported)")
+        pairs.append(Pair(str(obj["id"]), str(obj["claim"]), str(obj["evidence"]), label))
+        if limit is not None and len(pairs) >= limit:
+            break
+    if not pairs:
+        raise InputError(f"{path}: no labeled pairs")
+    labels = {p.label for p in pairs}
+    if labels <= set(BINARY):
+        return pairs, BINARY
+    if labels <= set(TERNARY):
+        return pairs, TERNARY
+    raise InputError(f"{path}: mixes 'unsupported' with 'contradicted'/'unknown'; "
+                     "use one label scheme per file")
+
+
+def messages_for(pair: Pair) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": f"Claim: {pair.claim}\n\nEvidence:\n{pair.evidence}"},
+    ]
+
+
+def metrics(gold: list[str], pred: list[str], labels: tuple[str, ...]) -> dict[str, Any]:
+    """Accuracy, balanced accuracy (mean recall over gold classes present), Cohen's kappa,
+    and the confusion matrix ``{gold: {predicted: count}}``."""
+    n = len(gold)
+    confusion = {g: {p: 0 for p in labels} for g in labels}
+    for g, p in zip(gold, pred, strict=True):
+        confusion[g][p] += 1
+    correct = sum(confusion[c][c] for c in labels)
+    recalls = [confusion[c][c] / sum(confusion[c].values()) for c in labels
+               if sum(confusion[c].values())]
+    observed = correct / n if n else 0.0
+    expected = sum(sum(confusion[c].values()) * sum(confusion[g][c] for g in labels)
+                   for c in labels) / (n * n) if n else 0.0
+    kappa = (observed - expected) / (1 - expected) if expected < 1 else (
+        1.0 if observed == 1 else 0.0)
+    return {"n": n, "labels": list(labels), "accuracy": round(observed, 6),
+            "balanced_accuracy": round(sum(recalls) / len(recalls), 6) if recalls else 0.0,
+            "kappa": round(kappa, 6), "confusion": confusion}
+
+
+def run_judge_bench(
+    path: str | Path,
+    judge: Judge,
+    limit: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    max_tokens: int = 24,
+) -> dict[str, Any]:
+    """Judge every pair; the result depends only on the data, the model and the prompts."""
+    pairs, labels = load_pairs(path, limit)
+    progress = progress or (lambda phase, done, total: None)
+    gold, pred, rows = [], [], []
+    for i, pair in enumerate(pairs):
+        answer = judge.ask(messages_for(pair), VERDICT_SCHEMA, max_tokens=max_tokens)
+        verdict = answer.obj["verdict"]
+        if labels == BINARY and verdict != "supported":
+            verdict = "unsupported"
+        gold.append(pair.label)
+        pred.append(verdict)
+        rows.append({"id": pair.id, "label": pair.label, "verdict": verdict,
+                     "ledger_key": answer.key})
+        progress("judge", i + 1, len(pairs))
+    result = metrics(gold, pred, labels)
+    result["judge"] = judge.backend.identity()["model"]
+    result["prompt_sha256"] = content_key([SYSTEM_PROMPT, VERDICT_SCHEMA])
+    result["data_sha256"] = content_key([[p.id, p.claim, p.evidence, p.label] for p in pairs])
+    result["predictions"] = rows
+    return result

@@ -1,0 +1,158 @@
+"""In-process llama.cpp judge (llama-cpp-python, GGUF, CPU).
+
+Greedy decoding (temperature 0), fixed seed, grammar-constrained JSON built from the
+schema, the model's own chat template. Weights load on the first live call only, so
+replaying from a ledger never loads them.
+
+Context rule (documented, recorded): when the rendered prompt plus ``max_tokens`` does
+not fit ``n_ctx``, the longest user message is shortened by dropping whole paragraphs
+(blank-line separated) from its end; if a single paragraph is still too long it is cut
+at a word boundary and ``[...]`` appended. The call's ``truncation`` records the message
+index, paragraphs dropped, characters kept and cut. A prompt that cannot fit even then
+raises ModelError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ambereval.errors import ModelError
+from ambereval.models.gguf import read_metadata
+from ambereval.models.judge import Completion, Message
+from ambereval.models.registry import file_sha256
+
+CUT_MARK = " [...]"
+
+
+class LlamaCppBackend:
+    name = "llamacpp"
+
+    def __init__(self, model_path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
+                 n_batch: int = 512) -> None:
+        self.model_path = Path(model_path)
+        self.meta = read_metadata(self.model_path)  # clear error for missing/corrupt files
+        self.template = str(self.meta.get("tokenizer.chat_template") or "")
+        if not self.template:
+            raise ModelError(f"{self.model_path}: GGUF has no chat template",
+                             hint="use an instruct/chat model")
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.n_batch = n_batch
+        self._llm: Any = None
+        self._formatter: Any = None
+        self._grammars: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "model": {"sha256": file_sha256(self.model_path), "name": self.model_path.name},
+            "chat_template_sha256": hashlib.sha256(self.template.encode()).hexdigest(),
+            "n_ctx": self.n_ctx,
+        }
+
+    # -- loading -----------------------------------------------------------------------
+    def llm(self) -> Any:
+        if self._llm is None:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            try:
+                self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx,
+                                  n_threads=self.n_threads, n_batch=self.n_batch, seed=0,
+                                  n_gpu_layers=0, verbose=False)
+            except (ValueError, RuntimeError) as err:
+                raise ModelError(f"{self.model_path}: llama.cpp could not load it ({err})",
+                                 hint="expected a valid GGUF model") from None
+            eos = self._token_text(self._llm.token_eos())
+            bos = self._token_text(self._llm.token_bos())
+            self._formatter = Jinja2ChatFormatter(self.template, eos_token=eos, bos_token=bos)
+        return self._llm
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self._llm.detokenize([token], special=True).decode("utf-8", errors="ignore")
+
+    def grammar(self, schema: dict[str, Any]) -> Any:
+        from llama_cpp import LlamaGrammar
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            try:
+                self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+            except Exception as err:  # llama.cpp raises plain errors for unsupported schemas
+                raise ModelError(f"the schema cannot be enforced by llama.cpp: {err}") from None
+        return self._grammars[key]
+
+    # -- prompting ---------------------------------------------------------------------
+    def render(self, messages: list[Message]) -> tuple[str, list[str]]:
+        self.llm()
+        out = self._formatter(messages=messages)
+        stops = out.stop if isinstance(out.stop, list) else [out.stop] if out.stop else []
+        return out.prompt, stops
+
+    def count(self, prompt: str) -> int:
+        return len(self.llm().tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
+
+    def fit(self, messages: list[Message], max_tokens: int) -> tuple[list[Message], dict | None]:
+        """Apply the context rule; returns the messages to send and what was cut."""
+        budget = self.n_ctx - max_tokens
+        prompt, _ = self.render(messages)
+        if self.count(prompt) <= budget:
+            return messages, None
+        users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        if not users:
+            raise ModelError(f"prompt does not fit the context of {self.n_ctx} tokens")
+        idx = max(users, key=lambda i: len(messages[i]["content"]))
+        original = messages[idx]["content"]
+        paragraphs = original.split("\n\n")
+
+        def with_content(text: str) -> list[Message]:
+            return [dict(m, content=text) if i == idx else m for i, m in enumerate(messages)]
+
+        def fits(text: str) -> bool:
+            return self.count(self.render(with_content(text))[0]) <= budget
+
+        dropped = 0
+        while len(paragraphs) > 1 and not fits("\n\n".join(paragraphs)):
+            paragraphs.pop()
+            dropped += 1
+        text = "\n\n".join(paragraphs)
+        if not fits(text):
+            lo, hi = 0, len(text)
+            while lo < hi:  # longest prefix that fits, cut back to a word boundary
+                mid = (lo + hi + 1) // 2
+                if fits(text[:mid].rsplit(" ", 1)[0] + CUT_MARK):
+                    lo = mid
+                else:
+                    hi = mid - 1
+            text = text[:lo].rsplit(" ", 1)[0] + CUT_MARK
+            if lo == 0 or not fits(text):
+                raise ModelError(f"prompt does not fit the context of {self.n_ctx} tokens "
+                                 "even with the evidence cut", hint="raise --judge-ctx")
+        trunc = {"message": idx, "dropped_paragraphs": dropped,
+                 "kept_chars": len(text), "cut_chars": len(original) - len(text),
+                 "rule": "drop-trailing-paragraphs-v1"}
+        return with_content(text), trunc
+
+    def complete(self, messages: list[Message], schema: dict[str, Any], max_tokens: int,
+                 seed: int) -> Completion:
+        with self._lock:  # one llama context is not thread-safe
+            grammar = self.grammar(schema)
+            sent, trunc = self.fit(messages, max_tokens)
+            prompt, stops = self.render(sent)
+            out = self.llm().create_completion(
+                prompt, max_tokens=max_tokens, temperature=0.0, top_k=1, top_p=1.0,
+                min_p=0.0, repeat_penalty=1.0, seed=seed, grammar=grammar, stop=stops)
+        usage = out["usage"]
+        if out["choices"][0].get("finish_reason") == "length":
+            raise ModelError(f"judge output was cut at max_tokens={max_tokens} before the JSON "
+                             "closed", hint="raise max_tokens or bound the schema's lengths")
+        return Completion(out["choices"][0]["text"],
+                          {"prompt_tokens": usage["prompt_tokens"],
+                           "completion_tokens": usage["completion_tokens"]}, trunc)

@@ -1,0 +1,86 @@
+"""A judge served by any OpenAI-compatible server (llama.cpp server, vLLM, Ollama).
+
+Asks for JSON with the schema as ``response_format`` (``json_schema``, falling back to
+``json_object`` + ``schema`` for servers such as llama-cpp-python's that only know that
+form), temperature 0 and a fixed seed. Timeouts, 5xx and invalid JSON are retried with
+backoff, then reported as one clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+
+from ambereval.errors import ModelError
+from ambereval.models.judge import Completion, Message
+
+
+class OpenAIBackend:
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None,
+                 timeout: float = 120.0, attempts: int = 3, backoff: float = 1.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        if not self.base_url.endswith("/v1"):
+            self.base_url += "/v1"
+        self.model = model
+        self.attempts = attempts
+        self.backoff = backoff
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout, headers=headers, trust_env=False)
+        self._format = "json_schema"
+
+    def identity(self) -> dict[str, Any]:
+        return {"model": {"name": self.model, "base_url": self.base_url}}
+
+    def _body(self, messages: list[Message], schema: dict[str, Any], max_tokens: int,
+              seed: int) -> dict[str, Any]:
+        if self._format == "json_schema":
+            fmt: dict[str, Any] = {"type": "json_schema",
+                                   "json_schema": {"name": "amber", "schema": schema,
+                                                   "strict": True}}
+        else:
+            fmt = {"type": "json_object", "schema": schema}
+        return {"model": self.model, "messages": messages, "temperature": 0.0, "seed": seed,
+                "max_tokens": max_tokens, "response_format": fmt}
+
+    def complete(self, messages: list[Message], schema: dict[str, Any], max_tokens: int,
+                 seed: int) -> Completion:
+        problem = "no attempt made"
+        for attempt in range(self.attempts):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                resp = self._client.post(f"{self.base_url}/chat/completions",
+                                         json=self._body(messages, schema, max_tokens, seed))
+            except httpx.TimeoutException:
+                problem = "timed out"
+                continue
+            except httpx.TransportError as err:
+                problem = f"unreachable ({err})"
+                continue
+            if (self._format == "json_schema" and resp.status_code in (400, 422, 500)
+                    and ("json_object" in resp.text or "response_format" in resp.text)):
+                self._format = "json_object"  # the server's dialect; try again at once
+                return self.complete(messages, schema, max_tokens, seed)
+            if resp.status_code >= 500 or resp.status_code == 429:
+                problem = f"HTTP {resp.status_code}"
+                continue
+            if resp.status_code != 200:
+                raise ModelError(f"judge server {self.base_url} refused the request "
+                                 f"(HTTP {resp.status_code}): {resp.text[:160]}")
+            try:
+                data = resp.json()
+                raw = data["choices"][0]["message"]["content"] or ""
+                json.loads(raw)
+            except (ValueError, KeyError, IndexError, TypeError):
+                problem = "invalid JSON in the reply"
+                continue
+            usage = data.get("usage") or {}
+            return Completion(raw, {"prompt_tokens": int(usage.get("prompt_tokens", 0)),
+                                    "completion_tokens": int(usage.get("completion_tokens", 0))})
+        raise ModelError(f"judge server {self.base_url} failed after {self.attempts} attempts: "
+                         f"{problem}", hint="check --judge-url and that the server is up")
