@@ -7,13 +7,13 @@ Input: JSONL ``{"id", "claim", "evidence", "label"}`` with labels ``supported``,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ambereval.errors import InputError
+from ambereval.jsonl import iter_objects
 from ambereval.models import Judge
 from ambereval.models.canonical import content_key
 
@@ -45,24 +45,8 @@ class Pair:
 
 def load_pairs(path: str | Path, limit: int | None = None) -> tuple[list[Pair], tuple[str, ...]]:
     """Read labeled pairs; returns them and the label space (ternary or binary)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
     pairs: list[Pair] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: invalid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise InputError(f"{where}: expected a JSON object")
+    for where, obj in iter_objects(path):
         missing = [k for k in ("id", "claim", "evidence", "label") if obj.get(k) in (None, "")]
         if missing:
             raise InputError(f"{where}: missing {', '.join(missing)}")

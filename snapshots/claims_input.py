@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from ambereval.errors import InputError
+from ambereval.jsonl import iter_objects, read_text_lines
 
 
 @dataclass(frozen=True)
@@ -38,17 +38,6 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _read_lines(path: Path) -> list[str]:
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, expected a file")
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-
-
 def _strings(value: Any, where: str, name: str) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -62,16 +51,7 @@ def load_claims(path: str | Path) -> list[ClaimInput]:
     path = Path(path)
     claims: list[ClaimInput] = []
     seen: set[str] = set()
-    for number, line in enumerate(_read_lines(path), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise InputError(f"{where}: expected a JSON object")
+    for where, obj in iter_objects(path):
         claim_id = obj.get("id")
         if isinstance(claim_id, int) and not isinstance(claim_id, bool):
             claim_id = str(claim_id)
@@ -100,7 +80,7 @@ def load_urls(path: str | Path) -> list[str]:
     """One URL per line; blank lines and lines starting with '#' are skipped."""
     path = Path(path)
     urls: list[str] = []
-    for number, line in enumerate(_read_lines(path), start=1):
+    for number, line in enumerate(read_text_lines(path), start=1):
         url = line.strip()
         if not url or url.startswith("#"):
             continue
