@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ambereval import __version__
-from ambereval.cli import bundle_cmd, judge_bench_cmd, models_cmd, snapshot
+from ambereval.cli import bundle_cmd, judge_bench_cmd, models_cmd, report_cmd, snapshot
 
 app = typer.Typer(
     name="amber",
@@ -18,6 +18,7 @@ app = typer.Typer(
 app.add_typer(snapshot.app, name="snapshot")
 app.add_typer(bundle_cmd.app, name="bundle")
 app.add_typer(models_cmd.app, name="models")
+app.add_typer(report_cmd.app, name="report")
 app.command("doctor")(models_cmd.doctor_cmd)
 app.command("judge-bench")(judge_bench_cmd.judge_bench_cmd)
 

@@ -1,0 +1,547 @@
+"""Parsing a Markdown research report: structure, citations, the reference list, problems.
+
+Every element carries character offsets (Python ``str`` indices, i.e. code points) into
+the original text, so ``text[start:end]`` gives back exactly what was parsed.
+
+Citation forms recognised in the body: ``[1]``, ``[1][2]``, ``[1, 3-5]`` (any dash),
+``【1】``, ``[(15)](url)`` and ``[15](url)``, ``[citation:53]``, ``[15†L10]``/``【15†L10】``,
+footnote marks ``[^3]``, inline Markdown links, bare URLs, and DR3-style bracket tags
+(``[long_context: "Title", chunk 3]``, ``[Doc: x.pdf, Page 5]``). The reference list is
+the section headed References / Sources / Bibliography / Works cited / 参考文献 … (the
+last such heading), or footnote definitions, with lines like ``[n] Title: URL``,
+``n. Title - URL``, ``n) URL - Title`` or Markdown links.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+REF_HEADINGS = re.compile(
+    r"^(references?|sources?|bibliography|works cited|citations?|reference list|"
+    r"sources and references|references and sources|参考文献|参考资料|参考来源|引用|来源|资料来源)"
+    r"\s*[:：]?\s*$", re.I)
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST = re.compile(r"^(\s*)([-*+]|\d{1,3}[.)])\s+")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_URL = re.compile(r"https?://[^\s<>\"'\)\]）】，。]+")
+_REF_NUM = re.compile(r"^\s*(?:[-*+]\s+)?(?:\[\^?(\d{1,4})\]:?|(\d{1,4})[.)]|【(\d{1,4})】)\s*")
+_MD_LINK = re.compile(r"\[([^\[\]\n]{0,400})\]\((https?://[^\s)]+)(?:\s+\"[^\"]*\")?\)")
+_NUMS = r"\d{1,4}(?:\s*[-–—‑]\s*\d{1,4})?(?:\s*[,，;]\s*\d{1,4}(?:\s*[-–—‑]\s*\d{1,4})?)*"
+_CITATION_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("link_number", re.compile(r"\[\[?\(?(\d{1,4})\)?\]?\]\((https?://[^\s)]+)\)")),
+    ("citation_tag", re.compile(r"\[citation:\s*(" + _NUMS + r")\]", re.I)),
+    ("dagger", re.compile(r"[\[【](\d{1,4})†[^\]】\n]{0,40}[\]】]")),
+    ("footnote", re.compile(r"\[\^(\d{1,4})\](?!:)")),
+    ("doc_tag", re.compile(r"\[(?:long_context|Doc|Document|File|Source)\s*:\s*[^\]\n]{1,200}\]",
+                           re.I)),
+    ("numeric", re.compile(r"[\[【]\s*(" + _NUMS + r")\s*[\]】](?!\()")),
+    ("link", _MD_LINK),
+    ("url", _URL),
+]
+_SENT_END = re.compile(r"(?<=[.!?])[\"”’)\]]*(?=\s)|[。！？；]")
+_ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|al|Fig|No|Inc|Ltd|Co|Corp|Dr|Mr|Mrs|Ms|St|"
+                     r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|approx|est)"
+                     r"|\b[A-Z])\.$")
+MAX_RANGE = 200
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    heading: str
+    level: int
+    path: list[str]
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str  # paragraph | list_item | table_cell
+    start: int
+    end: int
+    section: str
+    row: int | None = None
+    column: int | None = None
+
+
+@dataclass(frozen=True)
+class Sentence:
+    start: int
+    end: int
+    block: int
+
+
+@dataclass(frozen=True)
+class Citation:
+    kind: str
+    start: int
+    end: int
+    raw: str
+    numbers: list[int]
+    url: str | None = None
+    label: str | None = None
+    urls: list[str] = field(default_factory=list)  # resolved reference URLs
+
+
+@dataclass(frozen=True)
+class Reference:
+    number: int
+    title: str
+    url: str | None
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    message: str
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass
+class Report:
+    text: str
+    sections: list[Section]
+    blocks: list[Block]
+    sentences: list[Sentence]
+    citations: list[Citation]
+    references: list[Reference]
+    problems: list[Problem]
+    references_span: tuple[int, int] | None
+
+    def as_dict(self, with_text: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "chars": len(self.text),
+            "sections": [asdict(s) for s in self.sections],
+            "blocks": [asdict(b) for b in self.blocks],
+            "sentences": [asdict(s) for s in self.sentences],
+            "citations": [asdict(c) for c in self.citations],
+            "references": [asdict(r) for r in self.references],
+            "problems": [asdict(p) for p in self.problems],
+            "references_span": list(self.references_span) if self.references_span else None,
+        }
+        if with_text:
+            out["text"] = self.text
+        return out
+
+    def citations_in(self, start: int, end: int) -> list[Citation]:
+        return [c for c in self.citations if start <= c.start and c.end <= end]
+
+
+def expand_numbers(spec: str) -> list[int]:
+    """``"1, 3-5"`` -> ``[1, 3, 4, 5]`` (any dash; ranges capped at MAX_RANGE)."""
+    out: list[int] = []
+    for part in re.split(r"[,，;]", spec):
+        part = part.strip()
+        if not part:
+            continue
+        bounds = re.split(r"\s*[-–—‑]\s*", part)
+        if len(bounds) == 2 and bounds[0].isdigit() and bounds[1].isdigit():
+            lo, hi = int(bounds[0]), int(bounds[1])
+            if lo <= hi and hi - lo <= MAX_RANGE:
+                out.extend(range(lo, hi + 1))
+                continue
+        if bounds[0].isdigit():
+            out.append(int(bounds[0]))
+    return list(dict.fromkeys(out))
+
+
+def normalize_url(url: str) -> str:
+    """For matching a link to a listed source: no fragment, no trailing slash, lower host."""
+    parts = urlsplit(url.strip())
+    path = parts.path.rstrip("/")
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.netloc.lower().removeprefix('www.')}{path}{query}"
+
+
+def url_problem(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "not an http(s) URL"
+    host = parts.hostname or ""
+    if not host or ("." not in host and host != "localhost"):
+        return "has no valid host"
+    if url.count("(") != url.count(")") or url.count("[") != url.count("]"):
+        return "has unbalanced brackets"
+    return None
+
+
+def _lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each line, end excluding the newline."""
+    spans, pos = [], 0
+    for line in text.split("\n"):
+        spans.append((pos, pos + len(line.rstrip("\r"))))
+        pos += len(line) + 1
+    return spans
+
+
+def _headings(text: str, lines: list[tuple[int, int]]) -> list[tuple[int, int, int, str]]:
+    """(line index, level, start offset, title) for every heading outside code fences."""
+    found, fenced = [], False
+    for i, (s, e) in enumerate(lines):
+        line = text[s:e]
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        m = None if fenced else _HEADING.match(line)
+        if m:
+            found.append((i, len(m.group(1)), s, m.group(2).strip()))
+    return found
+
+
+def _clean_heading(title: str) -> str:
+    return re.sub(r"[*_`]+", "", re.sub(r"^\d+(\.\d+)*[.)]?\s+", "", title)).strip()
+
+
+def _parse_reference_line(text: str, start: int, end: int) -> tuple[int | None, str, str | None]:
+    line = text[start:end]
+    m = _REF_NUM.match(line)
+    number = int(next(g for g in m.groups() if g)) if m else None
+    rest = line[m.end():] if m else re.sub(r"^\s*[-*+]\s+", "", line)
+    link = _MD_LINK.search(rest)
+    if link:
+        url = link.group(2)
+        title = (rest[: link.start()] + link.group(1) + rest[link.end():]).strip()
+    else:
+        found = _URL.search(rest)
+        url = found.group(0).rstrip(".,;") if found else None
+        title = (rest[: found.start()] + rest[found.end():]) if found else rest
+    title = re.sub(r"\s+", " ", title).strip(" -–—:|,;*_\t")
+    return number, title, url
+
+
+def _find_references(text: str, lines: list[tuple[int, int]],
+                     heads: list[tuple[int, int, int, str]]) -> tuple[int, int, int] | None:
+    """(start offset, first body line, end line) of the reference section, if any."""
+    for idx in range(len(heads) - 1, -1, -1):
+        line_i, level, start, title = heads[idx]
+        if REF_HEADINGS.match(_clean_heading(title)):
+            end_line = len(lines)
+            for later in heads[idx + 1 :]:
+                if later[1] <= level:
+                    end_line = later[0]
+                    break
+            return start, line_i + 1, end_line
+    # no heading: a trailing run of numbered lines carrying URLs
+    run: list[int] = []
+    for i in range(len(lines) - 1, -1, -1):
+        s, e = lines[i]
+        line = text[s:e]
+        if not line.strip():
+            if run:
+                continue
+            continue
+        if _REF_NUM.match(line) and _URL.search(line):
+            run.append(i)
+        else:
+            break
+    if len(run) >= 2:
+        first = min(run)
+        return lines[first][0], first, len(lines)
+    return None
+
+
+def parse_report(text: str) -> Report:
+    """Parse a Markdown report. Never raises on any input text."""
+    lines = _lines(text)
+    heads = _headings(text, lines)
+    problems: list[Problem] = []
+    refs_at = _find_references(text, lines, heads)
+    ref_span = (refs_at[0], len(text) if refs_at[2] >= len(lines) else lines[refs_at[2]][0]) \
+        if refs_at else None
+
+    # -- references ------------------------------------------------------------------
+    references: list[Reference] = []
+    footnote_defs: list[tuple[int, int]] = []
+    ref_lines = range(refs_at[1], refs_at[2]) if refs_at else range(0)
+    for i, (s, e) in enumerate(lines):
+        if re.match(r"^\s*\[\^\d{1,4}\]:", text[s:e]) and i not in ref_lines:
+            footnote_defs.append((s, e))
+    unnumbered = 0
+    for s, e in [lines[i] for i in ref_lines] + footnote_defs:
+        if not text[s:e].strip():
+            continue
+        number, title, url = _parse_reference_line(text, s, e)
+        if number is None:
+            if url is None:
+                continue
+            unnumbered += 1
+            number = unnumbered
+        lead = len(text[s:e]) - len(text[s:e].lstrip())
+        stop = s + len(text[s:e].rstrip())
+        references.append(Reference(number, title, url, s + lead, stop))
+    seen: dict[int, Reference] = {}
+    for ref in references:
+        if ref.number in seen:
+            problems.append(Problem("duplicate_reference_number",
+                                    f"reference [{ref.number}] is listed more than once",
+                                    ref.start, ref.end))
+            if seen[ref.number].url is None and ref.url:
+                seen[ref.number] = ref  # the entry that carries a URL wins
+        else:
+            seen[ref.number] = ref
+        if ref.url is None:
+            problems.append(Problem("reference_without_url",
+                                    f"reference [{ref.number}] has no URL", ref.start, ref.end))
+        elif (why := url_problem(ref.url)) is not None:
+            problems.append(Problem("broken_url", f"reference [{ref.number}] URL {why}",
+                                    ref.start, ref.end))
+    if seen:
+        missing = sorted(set(range(1, max(seen) + 1)) - set(seen))
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + ("…" if len(missing) > 10 else "")
+            problems.append(Problem("numbering_gap", f"reference numbers missing: {shown}"))
+
+    # -- sections and blocks -----------------------------------------------------------
+    skip = set(ref_lines) | {i for i, (s, e) in enumerate(lines) if (s, e) in footnote_defs}
+    if refs_at:
+        skip.add(refs_at[1] - 1)
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    bounds = [h for h in heads if not (refs_at and h[0] == refs_at[1] - 1)]
+    for n, (_line, level, start, title) in enumerate(bounds):
+        path = [p for p in path if p[0] < level] + [(level, _clean_heading(title))]
+        end = len(text)
+        for later in bounds[n + 1 :]:
+            if later[1] <= level:
+                end = later[2]
+                break
+        if refs_at and refs_at[0] > start:
+            end = min(end, refs_at[0])
+        sections.append(Section(f"s{n + 1}", _clean_heading(title), level,
+                                [p[1] for p in path], start, end))
+    head_lines = {h[0] for h in heads}
+    blocks = _blocks(text, lines, head_lines, skip, sections, problems)
+
+    # -- sentences ---------------------------------------------------------------------
+    body_citations = _scan_citations(text, ref_span, footnote_defs)
+    sentences: list[Sentence] = []
+    for bi, block in enumerate(blocks):
+        for s, e in _sentences(text, block.start, block.end, body_citations):
+            sentences.append(Sentence(s, e, bi))
+
+    # -- resolve citations ---------------------------------------------------------------
+    citations: list[Citation] = []
+    cited: set[int] = set()
+    by_url = {}
+    for number, ref in sorted(seen.items(), reverse=True):
+        if ref.url:
+            by_url[normalize_url(ref.url)] = number
+    for c in body_citations:
+        numbers = c.numbers
+        if c.url and not numbers and normalize_url(c.url) in by_url:
+            numbers = [by_url[normalize_url(c.url)]]  # a link to a listed source cites it
+        urls = [seen[n].url for n in numbers if n in seen and seen[n].url]
+        if c.url and not urls:
+            urls = [c.url]
+        citations.append(Citation(c.kind, c.start, c.end, c.raw, numbers, c.url, c.label,
+                                  [u for u in urls if u]))
+        c = citations[-1]  # type: ignore[assignment]
+        cited.update(c.numbers)
+        for n in c.numbers:
+            if n not in seen and seen:
+                problems.append(Problem("citation_without_reference",
+                                        f"[{n}] is cited but not in the reference list",
+                                        c.start, c.end))
+    if any(c.numbers for c in citations) and not seen:
+        problems.append(Problem("no_references", "numbered citations but no reference list"))
+    for number, ref in sorted(seen.items()):
+        if number not in cited:
+            problems.append(Problem("reference_never_cited",
+                                    f"reference [{number}] is never cited", ref.start, ref.end))
+    return Report(text, sections, blocks, sentences, citations, references, problems, ref_span)
+
+
+def _blocks(text: str, lines: list[tuple[int, int]], head_lines: set[int], skip: set[int],
+            sections: list[Section], problems: list[Problem]) -> list[Block]:
+    def section_at(offset: int) -> str:
+        current = ""
+        for sec in sections:
+            if sec.start <= offset < sec.end:
+                current = sec.id
+        return current
+
+    blocks: list[Block] = []
+    fenced = False
+    para: list[tuple[int, int]] = []
+    table: list[tuple[int, int]] = []
+    item: list[tuple[int, int]] = []
+
+    def flush() -> None:
+        for group, kind in ((para, "paragraph"), (item, "list_item")):
+            if group:
+                s, e = group[0][0], group[-1][1]
+                seg = text[s:e]
+                lead = len(seg) - len(seg.lstrip())
+                if kind == "list_item":
+                    m = _LIST.match(seg)
+                    lead = m.end() if m else lead
+                stop = s + len(seg.rstrip())
+                if stop > s + lead:
+                    blocks.append(Block(kind, s + lead, stop, section_at(s)))
+                group.clear()
+        if table:
+            blocks.extend(_table_cells(text, table, section_at(table[0][0]), problems))
+            table.clear()
+
+    for i, (s, e) in enumerate(lines):
+        line = text[s:e]
+        if _FENCE.match(line):
+            flush()
+            fenced = not fenced
+            continue
+        if fenced or i in skip or i in head_lines or not line.strip():
+            flush()
+            continue
+        stripped = line.strip()
+        if stripped.startswith("|") or (table and stripped.count("|") >= 1):
+            if para or item:
+                flush()
+            table.append((s, e))
+            continue
+        if table:
+            flush()
+        if _LIST.match(line):
+            flush()
+            item.append((s, e))
+            continue
+        if item and (line.startswith((" ", "\t"))):
+            item.append((s, e))
+            continue
+        if item:
+            flush()
+        para.append((s, e))
+    flush()
+    return blocks
+
+
+def _split_row(text: str, s: int, e: int) -> list[tuple[int, int]]:
+    cells, start, i = [], s, s
+    line = text[s:e]
+    lead = len(line) - len(line.lstrip())
+    i = start = s + lead
+    if text[i : i + 1] == "|":
+        i += 1
+        start = i
+    while i < e:
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == "|":
+            cells.append((start, i))
+            start = i + 1
+        i += 1
+    if text[start:e].strip():
+        cells.append((start, e))
+    return cells
+
+
+def _table_cells(text: str, rows: list[tuple[int, int]], section: str,
+                 problems: list[Problem]) -> list[Block]:
+    out: list[Block] = []
+    width = None
+    has_sep = len(rows) > 1 and _TABLE_SEP.match(text[rows[1][0] : rows[1][1]]) is not None
+    if not has_sep:
+        problems.append(Problem("broken_table", "table without a |---| separator row",
+                                rows[0][0], rows[-1][1]))
+    for r, (s, e) in enumerate(rows):
+        if _TABLE_SEP.match(text[s:e]):
+            continue
+        cells = _split_row(text, s, e)
+        if width is None:
+            width = len(cells)
+        elif len(cells) != width:
+            problems.append(Problem("broken_table", f"table row has {len(cells)} cells, "
+                                    f"header has {width}", s, e))
+        for c, (cs, ce) in enumerate(cells):
+            seg = text[cs:ce]
+            lead = len(seg) - len(seg.lstrip())
+            stop = cs + len(seg.rstrip())
+            if stop > cs + lead:
+                out.append(Block("table_cell", cs + lead, stop, section, r, c))
+    return out
+
+
+@dataclass(frozen=True)
+class _Found:
+    kind: str
+    start: int
+    end: int
+    raw: str
+    numbers: list[int]
+    url: str | None
+    label: str | None
+
+
+def _scan_citations(text: str, ref_span: tuple[int, int] | None,
+                    footnote_defs: list[tuple[int, int]]) -> list[_Found]:
+    excluded = ([ref_span] if ref_span else []) + footnote_defs
+    found: list[_Found] = []
+    taken: list[tuple[int, int]] = []
+    for kind, pattern in _CITATION_PATTERNS:
+        for m in pattern.finditer(text):
+            s, e = m.start(), m.end()
+            if any(a <= s < b for a, b in excluded):
+                continue
+            if any(not (e <= a or s >= b) for a, b in taken):
+                continue
+            numbers: list[int] = []
+            url = label = None
+            if kind in ("link_number",):
+                numbers, url = [int(m.group(1))], m.group(2)
+            elif kind in ("citation_tag", "numeric"):
+                numbers = expand_numbers(m.group(1))
+            elif kind in ("dagger", "footnote"):
+                numbers = [int(m.group(1))]
+            elif kind == "doc_tag":
+                label = m.group(0)[1:-1].strip()
+            elif kind == "link":
+                url, label = m.group(2), m.group(1)
+            elif kind == "url":
+                url = m.group(0).rstrip(".,;:")
+                e = s + len(url)
+            if kind in ("numeric", "citation_tag") and not numbers:
+                continue
+            taken.append((s, e))
+            found.append(_Found(kind, s, e, text[s:e], numbers, url, label))
+    found.sort(key=lambda f: (f.start, f.end))
+    return found
+
+
+def _sentences(text: str, start: int, end: int, cites: list[_Found]) -> list[tuple[int, int]]:
+    """Split [start, end) into sentences; citation marks after a full stop stay with the
+    sentence before them."""
+    inside = [c for c in cites if start <= c.start < end]
+    spans: list[tuple[int, int]] = []
+    pos = start
+    for m in _SENT_END.finditer(text, start, end):
+        cut = m.end()
+        before = text[pos:cut].rstrip()
+        if before.endswith(".") and _ABBREV.search(before):
+            continue
+        if any(c.start < cut < c.end for c in inside):
+            continue
+        # absorb following citation marks (and spaces) into this sentence
+        while True:
+            j = cut
+            while j < end and text[j] in " \t":
+                j += 1
+            nxt = next((c for c in inside if c.start == j and c.kind != "url"), None)
+            if nxt is None or nxt.kind == "link":
+                break
+            cut = nxt.end
+        if text[pos:cut].strip():
+            s = pos + len(text[pos:cut]) - len(text[pos:cut].lstrip())
+            spans.append((s, pos + len(text[pos:cut].rstrip())))
+        pos = cut
+    if text[pos:end].strip():
+        s = pos + len(text[pos:end]) - len(text[pos:end].lstrip())
+        spans.append((s, pos + len(text[pos:end].rstrip())))
+    return spans
