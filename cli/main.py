@@ -7,7 +7,14 @@ from typing import Annotated
 import typer
 
 from ambereval import __version__
-from ambereval.cli import bundle_cmd, judge_bench_cmd, models_cmd, report_cmd, snapshot
+from ambereval.cli import (
+    bundle_cmd,
+    judge_bench_cmd,
+    models_cmd,
+    report_cmd,
+    snapshot,
+    verify_cmd,
+)
 
 app = typer.Typer(
     name="amber",
@@ -21,6 +28,7 @@ app.add_typer(models_cmd.app, name="models")
 app.add_typer(report_cmd.app, name="report")
 app.command("doctor")(models_cmd.doctor_cmd)
 app.command("judge-bench")(judge_bench_cmd.judge_bench_cmd)
+app.command("verify")(verify_cmd.verify_cmd)
 
 
 def _version(value: bool) -> None:

@@ -8,6 +8,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ambereval.cli.judge_options import (
+    JudgeCtx,
+    JudgeModel,
+    JudgeName,
+    JudgeUrl,
+    LedgerMode,
+    LedgerPath,
+    Seed,
+    Threads,
+)
 from ambereval.cli.output import fail, handled, print_json, progress_bar, stdout
 from ambereval.snapshots import (
     CaptureOptions,
@@ -101,6 +111,56 @@ def claims_cmd(
         items = load_claims(claims)
         with progress_bar(not as_json) as progress:
             summary = capture_claims(out, items, options, progress)
+    _render(summary, as_json)
+
+
+@app.command("report")
+def report_cmd(
+    report: Annotated[Path, typer.Argument(help="A Markdown research report.")],
+    out: Out,
+    task: Annotated[Path | None, typer.Option("--task", help="Task JSON for the report.")]
+    = None,
+    extractor: Annotated[str, typer.Option(
+        "--extractor", help="judge (atomic claims, PROTOCOLS §1) or sentences (one claim per "
+        "citing or numeric sentence, no judge).")] = "judge",
+    reader: Reader = "jina",
+    top_k: Annotated[int, typer.Option(
+        "--top-k", min=0, help="Result pages read per query (0: no search, cited pages "
+        "only; no SERPER_API_KEY needed).")] = 3,
+    concurrency: Concurrency = 4,
+    retries: Retries = 4,
+    timeout: Timeout = 30.0,
+    backoff: Backoff = 0.5,
+    rate: Rate = 5.0,
+    judge_model: JudgeModel = None,
+    judge_url: JudgeUrl = None,
+    judge_name: JudgeName = None,
+    judge_ctx: JudgeCtx = 4096,
+    threads: Threads = None,
+    seed: Seed = 0,
+    ledger: LedgerPath = None,
+    ledger_mode: LedgerMode = "reuse",
+    as_json: Json = False,
+) -> None:
+    """Extract the report's claims with the judge, then search and capture their evidence.
+
+    Example: SERPER_API_KEY=... amber snapshot report report.md --out bundle/
+    """
+    from ambereval.engine.snapshot_report import snapshot_report
+    from ambereval.models import open_judge
+
+    with handled():
+        options = _options(reader, concurrency, None, retries, timeout, backoff, rate,
+                           top_k=top_k)
+        judge = open_judge(judge_model, judge_url, judge_name, ledger, ledger_mode,
+                           n_ctx=judge_ctx, threads=threads, seed=seed)
+        with progress_bar(not as_json) as progress:
+            summary, claims = snapshot_report(report, out, judge, options, task, progress,
+                                              extractor)
+    if as_json:
+        print_json({**summary.as_dict(), "claims": len(claims), "judge_calls": judge.calls})
+        return
+    stdout.print(f"extracted {len(claims)} claims with {judge.calls} judge calls")
     _render(summary, as_json)
 
 

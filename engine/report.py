@@ -14,6 +14,7 @@ last such heading), or footnote definitions, with lines like ``[n] Title: URL``,
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -132,7 +133,12 @@ class Report:
         return out
 
     def citations_in(self, start: int, end: int) -> list[Citation]:
-        return [c for c in self.citations if start <= c.start and c.end <= end]
+        """Citations lying inside [start, end) (citations are sorted by start)."""
+        if not hasattr(self, "_starts"):
+            self._starts = [c.start for c in self.citations]
+        lo = bisect.bisect_left(self._starts, start)
+        hi = bisect.bisect_left(self._starts, end)
+        return [c for c in self.citations[lo:hi] if c.end <= end]
 
 
 def expand_numbers(spec: str) -> list[int]:
@@ -361,12 +367,16 @@ def parse_report(text: str) -> Report:
 
 def _blocks(text: str, lines: list[tuple[int, int]], head_lines: set[int], skip: set[int],
             sections: list[Section], problems: list[Problem]) -> list[Block]:
+    starts = [sec.start for sec in sections]
+
     def section_at(offset: int) -> str:
-        current = ""
-        for sec in sections:
-            if sec.start <= offset < sec.end:
-                current = sec.id
-        return current
+        """The innermost section containing ``offset`` (sections nest by level)."""
+        i = bisect.bisect_right(starts, offset) - 1
+        while i >= 0:
+            if sections[i].end > offset:
+                return sections[i].id
+            i -= 1
+        return ""
 
     blocks: list[Block] = []
     fenced = False
@@ -484,13 +494,21 @@ def _scan_citations(text: str, ref_span: tuple[int, int] | None,
                     footnote_defs: list[tuple[int, int]]) -> list[_Found]:
     excluded = ([ref_span] if ref_span else []) + footnote_defs
     found: list[_Found] = []
-    taken: list[tuple[int, int]] = []
+    taken_starts: list[int] = []  # sorted, non-overlapping intervals
+    taken_ends: list[int] = []
+
+    def overlaps(s: int, e: int) -> bool:
+        i = bisect.bisect_right(taken_starts, s) - 1
+        if i >= 0 and taken_ends[i] > s:
+            return True
+        return i + 1 < len(taken_starts) and taken_starts[i + 1] < e
+
     for kind, pattern in _CITATION_PATTERNS:
         for m in pattern.finditer(text):
             s, e = m.start(), m.end()
             if any(a <= s < b for a, b in excluded):
                 continue
-            if any(not (e <= a or s >= b) for a, b in taken):
+            if overlaps(s, e):
                 continue
             numbers: list[int] = []
             url = label = None
@@ -509,7 +527,9 @@ def _scan_citations(text: str, ref_span: tuple[int, int] | None,
                 e = s + len(url)
             if kind in ("numeric", "citation_tag") and not numbers:
                 continue
-            taken.append((s, e))
+            i = bisect.bisect_left(taken_starts, s)
+            taken_starts.insert(i, s)
+            taken_ends.insert(i, e)
             found.append(_Found(kind, s, e, text[s:e], numbers, url, label))
     found.sort(key=lambda f: (f.start, f.end))
     return found
@@ -518,7 +538,9 @@ def _scan_citations(text: str, ref_span: tuple[int, int] | None,
 def _sentences(text: str, start: int, end: int, cites: list[_Found]) -> list[tuple[int, int]]:
     """Split [start, end) into sentences; citation marks after a full stop stay with the
     sentence before them."""
-    inside = [c for c in cites if start <= c.start < end]
+    lo = bisect.bisect_left(cites, start, key=lambda c: c.start)
+    hi = bisect.bisect_left(cites, end, key=lambda c: c.start)
+    inside = cites[lo:hi]
     spans: list[tuple[int, int]] = []
     pos = start
     for m in _SENT_END.finditer(text, start, end):

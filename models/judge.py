@@ -69,7 +69,7 @@ def check_schema(schema: dict[str, Any]) -> None:
 def parse_against(raw: str, schema: dict[str, Any]) -> Any:
     """Parse the model's text and validate it; a ModelError says what was wrong."""
     try:
-        obj = json.loads(raw)
+        obj = json.loads(raw, strict=False)  # raw control characters inside strings are fine
     except ValueError as err:
         raise ModelError(f"judge returned invalid JSON ({err.msg}): {raw[:120]!r}") from None
     try:

@@ -203,6 +203,38 @@ class Bundle:
             manifest_date(self.clock()),
         )
 
+    def store_report(self, name: str, text: str, task: Any = None,
+                     meta: Any = None) -> str:
+        """Archive a report's text as a ``resource`` record; returns its id (sha256)."""
+        import hashlib
+
+        data = text.encode("utf-8")
+        report_id = hashlib.sha256(data).hexdigest()
+        if self.index.one("SELECT id FROM reports WHERE id = ?", [report_id]):
+            return report_id
+        warc = self.warc({"software": manifest.software()})
+        ref = warc.write_resource(f"urn:amber:report:{report_id}", data,
+                                  "text/markdown; charset=utf-8")
+        warc.flush()
+        with self.index.transaction():
+            self.index.add_record(ref)
+            self.index.put("reports", {
+                "id": report_id, "name": name, "chars": len(text), "record_id": ref.record_id,
+                "task": json.dumps(task, sort_keys=True) if task is not None else None,
+                "meta": json.dumps(meta, sort_keys=True) if meta is not None else None,
+                "stored_at": manifest_date(self.clock())})
+        return report_id
+
+    def report_text(self, report_id: str | None = None) -> tuple[str, str]:
+        """(id, text) of a stored report (the only one when ``report_id`` is None)."""
+        rows = self.index.rows("SELECT * FROM reports ORDER BY stored_at, id")
+        if report_id is not None:
+            rows = [r for r in rows if r["id"] == report_id]
+        if not rows:
+            raise BundleError(f"{self.root}: no report stored in this bundle")
+        row = rows[0]
+        return row["id"], self.read_record(row["record_id"]).body.decode("utf-8")
+
     def warc_paths(self) -> list[Path]:
         names = [r["name"] for r in self.index.rows("SELECT name FROM warc_files ORDER BY name")]
         return [self.root / "archive" / n for n in names]

@@ -27,6 +27,10 @@ Schema version 1. Every table, column by column:
 ``failures``        every failed attempt, never deleted: ``capture_key``, ``url``, ``at``,
                     ``status``, ``error``, ``permanent``, ``attempts``, ``record_id`` (the
                     WARC record documenting it).
+``reports``         a report snapshotted with its claims: ``id`` (sha256 of the UTF-8 text),
+                    ``name`` (file name), ``chars``, ``record_id`` (the WARC ``resource``
+                    record holding the text), ``task`` (JSON), ``meta`` (JSON: extractor
+                    judge, prompts' sha256), ``stored_at``.
 ``claims``          ``id``, ``ordinal`` (input order), ``text``, ``extra`` (JSON of any
                     other input fields), ``input_sha256`` (digest of the claim as given: text, URLs,
                     queries, search parameters), ``links_sha256`` (digest of the last link
@@ -87,6 +91,10 @@ CREATE TABLE IF NOT EXISTS failures (
   status INTEGER, error TEXT NOT NULL, permanent INTEGER NOT NULL, attempts INTEGER NOT NULL,
   record_id TEXT REFERENCES records(record_id));
 CREATE INDEX IF NOT EXISTS failures_key ON failures(capture_key);
+CREATE TABLE IF NOT EXISTS reports (
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, chars INTEGER NOT NULL,
+  record_id TEXT NOT NULL REFERENCES records(record_id), task TEXT, meta TEXT,
+  stored_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS claims (
   id TEXT PRIMARY KEY, ordinal INTEGER NOT NULL, text TEXT NOT NULL, extra TEXT,
   input_sha256 TEXT NOT NULL, links_sha256 TEXT);
@@ -113,7 +121,7 @@ CREATE INDEX IF NOT EXISTS links_capture ON links(capture_id);
 """
 
 TABLES = (
-    "meta", "warc_files", "records", "captures", "texts", "failures",
+    "meta", "warc_files", "records", "captures", "texts", "failures", "reports",
     "claims", "claim_urls", "queries", "search_results", "links",
 )
 

@@ -1,0 +1,84 @@
+"""``amber verify``: judge every claim of a bundle offline, with provenance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ambereval.cli.judge_options import (
+    JudgeCtx,
+    JudgeModel,
+    JudgeName,
+    JudgeUrl,
+    LedgerMode,
+    LedgerPath,
+    Seed,
+    Threads,
+)
+from ambereval.cli.output import handled, print_json, progress_bar, stdout
+
+
+def verify_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A bundle made by `amber snapshot`.")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Where verdicts.jsonl, summary.json, the ledger and the FAISS "
+        "cache go (default: BUNDLE-verify next to the bundle).")] = None,
+    judge_model: JudgeModel = None,
+    judge_url: JudgeUrl = None,
+    judge_name: JudgeName = None,
+    judge_ctx: JudgeCtx = 4096,
+    threads: Threads = None,
+    seed: Seed = 0,
+    ledger: LedgerPath = None,
+    ledger_mode: LedgerMode = "reuse",
+    embedder: Annotated[Path | None, typer.Option(
+        "--embedder", help="A local sentence-transformers directory (default MiniLM).")] = None,
+    whole_bundle: Annotated[bool, typer.Option(
+        "--whole-bundle", help="Also search every page in the bundle, not only the "
+        "claim's own.")] = False,
+    page_rule: Annotated[str, typer.Option(
+        "--page-rule", help="cited-first (default) or any-page.")] = "cited-first",
+    as_json: Annotated[bool, typer.Option("--json", help="Print claims and summary.")] = False,
+) -> None:
+    """Verify every claim in a bundle, offline: Correct / Incorrect / Unknown with the
+    captured bytes behind each verdict.
+
+    Example: amber verify bundle/ --json
+    """
+    from ambereval.engine.verification import VerifyOptions, verify_claims, write_results
+    from ambereval.models import Embedder, open_judge
+    from ambereval.netguard import install_offline_guard
+
+    install_offline_guard()
+    out = out or bundle.with_name(bundle.name.rstrip("/") + "-verify")
+    with handled():
+        if page_rule not in ("cited-first", "any-page"):
+            from ambereval.errors import InputError
+
+            raise InputError(f"unknown --page-rule {page_rule!r} (cited-first or any-page)")
+        from ambereval.snapshots import Bundle
+
+        Bundle.open(bundle).close()
+        judge = open_judge(judge_model, judge_url, judge_name, ledger or out / "ledger.sqlite",
+                           ledger_mode, n_ctx=judge_ctx, threads=threads, seed=seed)
+        options = VerifyOptions(whole_bundle=whole_bundle, page_rule=page_rule)
+        with progress_bar(not as_json) as progress:
+            result = verify_claims(bundle, judge, Embedder(embedder), options,
+                                   cache_dir=out / "faiss", progress=progress)
+        write_results(result, out)
+    if as_json:
+        print_json(result)
+        return
+    summary = result["summary"]
+    table = Table("claim", "verdict", "reason", "evidence", title=f"Verified {bundle}")
+    for claim in result["claims"][:200]:
+        first = claim["evidence"][0]["url"] if claim["evidence"] else "-"
+        table.add_row(claim["id"], claim["verdict"], claim["reason"], first)
+    stdout.print(table)
+    stdout.print(f"Correct {summary['correct']}, Incorrect {summary['incorrect']}, Unknown "
+                 f"{summary['unknown']} (no evidence: {summary['no_evidence']}); "
+                 f"{summary['judge_calls']} judge calls, {summary['prompt_tokens']} prompt "
+                 f"tokens; written to {out}")

@@ -1,0 +1,243 @@
+"""Claim extraction (PROTOCOLS.md §1): objective, atomic, context-completed claims with
+their verbatim span, the citations attached to them, verification questions and search
+strings. The judge does the reading; everything around it is deterministic.
+
+Per section, sentences that could carry a fact are numbered and sent in batches; the
+judge returns, per claim, the sentence number, the verbatim ``fact`` and the rewritten
+``claim``, a yes/no ``question`` (qualifiers and polarity kept) and a short ``search``
+string. A ``fact`` not found verbatim falls back to the whole sentence span
+(``span_exact: false``). Citations come from the parse: the sentence's own, else its
+paragraph's; only when a paragraph cites several sources and the sentence none is the
+judge asked which of them the claim relies on. Exact duplicates (case- and
+punctuation-insensitive) across sections are merged, keeping the first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ambereval.engine.report import Block, Report, Sentence
+from ambereval.models import Judge
+
+BATCH_SENTENCES = 8
+MIN_WORDS = 4
+_WORDS = re.compile(r"\w+", re.U)
+
+EXTRACT_PROMPT = (
+    "You extract checkable facts from a research report. From the numbered sentences, list "
+    "every objective, specific fact that a web search could confirm or refute: numbers, "
+    "dates, names, places, events, prices, rankings. Split compound sentences into atomic "
+    "facts (one table cell or list item is one fact). Rewrite each fact as a standalone "
+    "claim: replace pronouns and add the subject, time and place the context gives. Leave "
+    "out opinions, advice, predictions, hypotheticals, common knowledge, causal analysis, "
+    "vague statements, and statements about the report or its sources. For each claim also "
+    "write a yes/no question that keeps every qualifier and the claim's polarity, and a "
+    "short web search query. Return an empty list when nothing qualifies."
+)
+EXTRACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "claims": {
+            "type": "array",
+            "maxItems": 12,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "sentence": {"type": "integer"},
+                    "fact": {"type": "string", "maxLength": 300},
+                    "claim": {"type": "string", "maxLength": 300},
+                    "question": {"type": "string", "maxLength": 300},
+                    "search": {"type": "string", "maxLength": 120},
+                },
+                "required": ["sentence", "fact", "claim", "question", "search"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["claims"],
+    "additionalProperties": False,
+}
+MATCH_PROMPT = (
+    "A paragraph of a report cites several sources. Which of the listed sources does the "
+    "given claim rely on? Answer with their numbers; an empty list if you cannot tell."
+)
+
+
+@dataclass
+class ExtractedClaim:
+    """One claim, frozen into the bundle and evaluated later."""
+
+    id: str
+    text: str
+    fact: str
+    start: int
+    end: int
+    span_exact: bool
+    section: str
+    section_path: list[str]
+    sentence: list[int]
+    citations: list[int]
+    urls: list[str]
+    citation_source: str  # sentence | paragraph | judge | none
+    questions: list[str]
+    searches: list[str]
+    question_id: str | None = None
+    ledger_keys: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def _normal(text: str) -> str:
+    return " ".join(_WORDS.findall(text.casefold()))
+
+
+def _substantial(text: str, words: int = 3) -> bool:
+    """At least ``words`` words (or, for unspaced scripts, 6 characters)."""
+    if not text.isascii():
+        return len(text.strip()) >= 6
+    return len(_WORDS.findall(text)) >= words
+
+
+def _candidate(report: Report, sentence: Sentence) -> bool:
+    text = report.text[sentence.start : sentence.end]
+    words = _WORDS.findall(text)
+    if len(words) < MIN_WORDS and not any(ch.isdigit() for ch in text):
+        return len(text) >= 8 and not text.isascii()  # CJK sentences have few \w runs
+    return not text.rstrip().endswith("?")
+
+
+def _attach(report: Report, sentence: Sentence, block: Block) -> tuple[list[int], list[str], str]:
+    own = report.citations_in(sentence.start, sentence.end)
+    if own:
+        source, cites = "sentence", own
+    else:
+        cites = report.citations_in(block.start, block.end)
+        source = "paragraph" if cites else "none"
+    numbers = sorted({n for c in cites for n in c.numbers})
+    urls = list(dict.fromkeys(u for c in cites for u in c.urls))
+    return numbers, urls, source
+
+
+def extract_claims(report: Report, judge: Judge, progress: Progress | None = None,
+                   max_tokens: int = 700) -> list[ExtractedClaim]:
+    """Extract claims section by section; ids are ``c1``, ``c2``, … in report order."""
+    progress = progress or (lambda phase, done, total: None)
+    by_section: dict[str, list[int]] = {}
+    for index, sentence in enumerate(report.sentences):
+        if _candidate(report, sentence):
+            block = report.blocks[sentence.block]
+            by_section.setdefault(block.section, []).append(index)
+    batches = [(section, ids[i : i + BATCH_SENTENCES]) for section, ids in by_section.items()
+               for i in range(0, len(ids), BATCH_SENTENCES)]
+    sections = {s.id: s for s in report.sections}
+    claims: list[ExtractedClaim] = []
+    seen: set[str] = set()
+    for done, (section_id, ids) in enumerate(batches, start=1):
+        section = sections.get(section_id)
+        title = " > ".join(section.path) if section else "(untitled)"
+        listing = "\n".join(f"{n}. {report.text[report.sentences[i].start:report.sentences[i].end]}"
+                            for n, i in enumerate(ids, start=1))
+        messages = [{"role": "system", "content": EXTRACT_PROMPT},
+                    {"role": "user", "content": f"Section: {title}\n\nSentences:\n{listing}"}]
+        answer = judge.ask(messages, EXTRACT_SCHEMA, max_tokens=max_tokens)
+        for item in answer.obj["claims"]:
+            n = item["sentence"]
+            text = item["claim"].strip()
+            if not (1 <= n <= len(ids)) or not _substantial(text):
+                continue  # degenerate output of a small judge: not a claim
+            sentence = report.sentences[ids[n - 1]]
+            key = _normal(text)
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            block = report.blocks[sentence.block]
+            fact = item["fact"].strip()
+            found = report.text.find(fact, sentence.start, sentence.end) if fact else -1
+            start, end = (found, found + len(fact)) if found >= 0 else \
+                (sentence.start, sentence.end)
+            numbers, urls, source = _attach(report, sentence, block)
+            question = item["question"].strip()
+            if not _substantial(question):
+                question = f"Is it true that {text.rstrip('.')}?"
+            search = item["search"].strip()
+            if not _substantial(search, 2):
+                search = text[:120]
+            claims.append(ExtractedClaim(
+                id=f"c{len(claims) + 1}", text=text, fact=report.text[start:end], start=start,
+                end=end, span_exact=found >= 0, section=section_id,
+                section_path=section.path if section else [],
+                sentence=[sentence.start, sentence.end], citations=numbers, urls=urls,
+                citation_source=source, questions=[question], searches=[search],
+                ledger_keys=[answer.key]))
+        progress("extract", done, len(batches))
+    _disambiguate(report, claims, judge)
+    return claims
+
+
+def sentence_claims(report: Report) -> list[ExtractedClaim]:
+    """The judge-free extractor: every candidate sentence that cites a source or states a
+    number becomes one claim (citation marks removed). Coarser than the protocol's atomic
+    claims, but deterministic and usable with judges too small to extract well."""
+    claims: list[ExtractedClaim] = []
+    seen: set[str] = set()
+    sections = {s.id: s for s in report.sections}
+    for sentence in report.sentences:
+        if not _candidate(report, sentence):
+            continue
+        block = report.blocks[sentence.block]
+        own = report.citations_in(sentence.start, sentence.end)
+        raw = report.text[sentence.start : sentence.end]
+        if not own and not any(ch.isdigit() for ch in raw):
+            continue
+        text = raw
+        for c in sorted(own, key=lambda c: -c.start):
+            if c.kind != "link":
+                text = text[: c.start - sentence.start] + text[c.end - sentence.start :]
+        text = re.sub(r"\s+", " ", text).strip()
+        text = re.sub(r"\s+([.,;:。])", r"\1", text)
+        key = _normal(text)
+        if not _substantial(text) or key in seen:
+            continue
+        seen.add(key)
+        numbers, urls, source = _attach(report, sentence, block)
+        section = sections.get(block.section)
+        claims.append(ExtractedClaim(
+            id=f"c{len(claims) + 1}", text=text, fact=raw, start=sentence.start,
+            end=sentence.end, span_exact=True, section=block.section,
+            section_path=section.path if section else [],
+            sentence=[sentence.start, sentence.end], citations=numbers, urls=urls,
+            citation_source=source, questions=[f"Is it true that {text.rstrip('.。')}?"],
+            searches=[text[:120]]))
+    return claims
+
+
+def _disambiguate(report: Report, claims: list[ExtractedClaim], judge: Judge) -> None:
+    """Ask the judge only for paragraph-level citations naming several sources."""
+    refs = {r.number: r for r in report.references}
+    for claim in claims:
+        if claim.citation_source != "paragraph" or len(claim.citations) < 2:
+            continue
+        options = [n for n in claim.citations if n in refs]
+        if len(options) < 2:
+            continue
+        listing = "\n".join(f"[{n}] {refs[n].title} {refs[n].url or ''}" for n in options)
+        schema = {"type": "object",
+                  "properties": {"sources": {"type": "array", "maxItems": len(options),
+                                             "items": {"type": "integer", "enum": options}}},
+                  "required": ["sources"], "additionalProperties": False}
+        answer = judge.ask([{"role": "system", "content": MATCH_PROMPT},
+                            {"role": "user", "content": f"Claim: {claim.text}\n\nSources:\n"
+                                                        f"{listing}"}], schema, max_tokens=60)
+        chosen = sorted(set(answer.obj["sources"]))
+        claim.ledger_keys.append(answer.key)
+        if chosen:
+            claim.citations = chosen
+            claim.urls = [refs[n].url for n in chosen if refs[n].url]  # type: ignore[misc]
+            claim.citation_source = "judge"

@@ -1,0 +1,55 @@
+"""``amber snapshot report``: extract a report's claims, then capture their evidence.
+
+The report text, the claims (spans, rewritten text, citations, questions, search strings,
+the judge ledger keys behind them) and every capture land in one bundle, so later
+evaluations — with any judge — run on exactly the same claims.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ambereval.engine.claims import (
+    EXTRACT_PROMPT,
+    EXTRACT_SCHEMA,
+    Progress,
+    extract_claims,
+    sentence_claims,
+)
+from ambereval.engine.reports import load_report
+from ambereval.engine.tasks import load_task
+from ambereval.errors import InputError
+from ambereval.models import Judge
+from ambereval.models.canonical import content_key
+from ambereval.snapshots import Bundle, CaptureOptions, CaptureSummary, ClaimInput, capture_claims
+
+
+def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
+                    options: CaptureOptions, task_path: str | Path | None = None,
+                    progress: Progress | None = None,
+                    extractor: str = "judge") -> tuple[CaptureSummary, list[Any]]:
+    report_path = Path(report_path)
+    report = load_report(report_path)
+    if not report.text.strip():
+        raise InputError(f"{report_path}: the report is empty")
+    task = load_task(task_path, report_path.name) if task_path else None
+    if extractor == "judge":
+        claims = extract_claims(report, judge, progress)
+    elif extractor == "sentences":
+        claims = sentence_claims(report)
+    else:
+        raise InputError(f"unknown extractor {extractor!r} (judge or sentences)")
+    meta = {"extractor": extractor, "judge": judge.backend.identity()["model"],
+            "extract_prompt_sha256": content_key([EXTRACT_PROMPT, EXTRACT_SCHEMA]),
+            "claims": len(claims)}
+    with Bundle.create(out) as bundle:
+        report_id = bundle.store_report(report_path.name, report.text, task, meta)
+        bundle.finalize()
+    search = options.top_k > 0
+    inputs = [ClaimInput(c.id, c.text, tuple(c.urls), tuple(c.searches) if search else (),
+                         {**c.as_dict(), "report_id": report_id}) for c in claims]
+    if not inputs:
+        return CaptureSummary(str(out)), claims
+    summary = capture_claims(out, inputs, options, progress)
+    return summary, claims

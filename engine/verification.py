@@ -1,0 +1,305 @@
+"""Offline verification of a bundle's claims, with provenance for every verdict.
+
+For each claim and each of its questions, candidate pages are the pages it cites, then
+the pages its searches found (optionally every page in the bundle). Passages come from
+a FAISS index over the pages' chunks. Pages are processed one at a time: the
+instructions and the page's passages form a shared prompt prefix, and each (claim,
+question) on that page is a short suffix, so llama.cpp reuses the prefix's KV cache.
+
+Rules (PROTOCOLS.md §1 and the named options below):
+- per (question, page) the judge answers true / false / none with an evidence quote;
+- per question [our rule ``page_rule="cited-first"``]: if any cited page answers true or
+  false without disagreement among cited pages, that answer stands ("prior reference
+  verification"); otherwise true when some page says true and none false, false when
+  some page says false and none true, none otherwise (conflicts included);
+- per claim: every question true -> Correct; any false -> Incorrect; else Unknown
+  (reason ``no_evidence`` when no valid page was available at all);
+- cited-reference consistency per (claim, cited page): invalid page -> unknown without
+  asking the judge; else support if the page's answers are all true, conflict if any is
+  false, unknown otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
+from ambereval.errors import ModelError
+from ambereval.models import ChunkParams, Embedder, Hit, Judge, VectorIndex
+from ambereval.models.canonical import content_key
+from ambereval.snapshots import Bundle
+
+Progress = Callable[[str, int, int], None]
+
+VERIFY_PROMPT = (
+    "You check claims against passages from one web page. Use only these passages, never "
+    "your own knowledge. For the question asked, answer 'true' if the passages clearly "
+    "support a yes, 'false' if they clearly contradict it, and 'none' if they do not "
+    "settle it. Numbers must match: the same number of significant digits exactly; a "
+    "rounder number is fine (100 vs 100.1), a different one is not (100 vs 110). Judge "
+    "dates by what the page says, not by today's date. Quote the sentence you relied on."
+)
+VERIFY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string", "enum": ["true", "false", "none"]},
+        "passage": {"type": "integer"},
+        "evidence": {"type": "string", "maxLength": 300},
+    },
+    "required": ["answer", "passage", "evidence"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """Every choice that changes a verdict; recorded in the summary."""
+
+    passages_per_question: int = 3
+    max_passages_per_page: int = 6
+    whole_bundle: bool = False
+    whole_bundle_pages: int = 3
+    page_rule: str = "cited-first"
+    chunk_tokens: int = 160
+    chunk_overlap: int = 32
+    max_tokens: int = 160
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Judgment:
+    claim_id: str
+    question: str
+    page: Page
+    cited: bool
+    answer: str
+    evidence_quote: str
+    passages: list[Hit]
+    ledger_key: str
+    prompt_tokens: int
+
+
+@dataclass
+class ClaimVerdict:
+    id: str
+    text: str
+    verdict: str
+    reason: str
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    consistency: list[dict[str, Any]] = field(default_factory=list)
+    span: list[int] | None = None
+    judge_calls: int = 0
+    prompt_tokens: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _question_verdict(judgments: list[Judgment], rule: str) -> str:
+    def settle(items: list[Judgment]) -> str | None:
+        answers = {j.answer for j in items} - {"none"}
+        return answers.pop() if len(answers) == 1 else None
+
+    if rule == "cited-first":
+        cited = settle([j for j in judgments if j.cited])
+        if cited is not None:
+            return cited
+    elif rule != "any-page":
+        raise ValueError(f"unknown page_rule {rule!r} (cited-first or any-page)")
+    return settle(judgments) or "none"
+
+
+def _provenance(j: Judgment) -> dict[str, Any]:
+    return {
+        "url": j.page.url, "capture_id": j.page.capture_id, "question": j.question,
+        "answer": j.answer, "quote": j.evidence_quote, "cited": j.cited,
+        "warc_file": j.page.warc_file, "warc_record_id": j.page.text_record,
+        "response_record_id": j.page.response_record, "ledger_key": j.ledger_key,
+        "passages": [{"chunk_id": h.chunk.chunk_id, "start": h.chunk.start,
+                      "end": h.chunk.end, "score": round(h.score, 6)} for h in j.passages],
+    }
+
+
+def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
+                  options: VerifyOptions | None = None, cache_dir: str | Path | None = None,
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """Verify every claim in the bundle; returns ``{"claims": [...], "summary": {...}}``."""
+    options = options or VerifyOptions()
+    progress = progress or (lambda phase, done, total: None)
+    params = ChunkParams(options.chunk_tokens, options.chunk_overlap)
+    with Bundle.open(bundle_path) as bundle:
+        claims = load_claims(bundle)
+        pages: dict[str, Page] = {}
+        invalid: dict[str, Page] = {}
+
+        def page_for(url: str, capture_id: str | None) -> Page:
+            key = capture_id or f"url:{url}"
+            if key not in pages:
+                pages[key] = load_page(bundle, capture_id, url, params)
+                if not pages[key].valid:
+                    invalid[key] = pages[key]
+            return pages[key]
+
+        plan: dict[str, list[tuple[ClaimEvidence, Page, bool]]] = {}
+        for claim in claims:
+            for url, cid in claim.cited:
+                page_for(url, cid)
+            for url, cid, _, _ in claim.found:
+                page_for(url, cid)
+        if options.whole_bundle:
+            for row in bundle.index.rows("SELECT id, url FROM captures WHERE kind = 'page' "
+                                         "AND state = 'ok' ORDER BY id"):
+                page_for(row["url"], row["id"])
+        bundle_digest = bundle.index.meta("created")
+    valid = {k: p for k, p in pages.items() if p.valid}
+    chunks = [c for p in sorted(valid.values(), key=lambda p: p.capture_id) for c in p.chunks]
+    cache = Path(cache_dir) if cache_dir else None
+    if cache is not None:
+        index, _ = VectorIndex.load_or_build(cache, chunks, embedder, params.as_dict())
+    else:
+        index = VectorIndex.build(chunks, embedder, params.as_dict())
+
+    for claim in claims:
+        cited_ids = {cid for _, cid in claim.cited if cid}
+        seen: set[str] = set()
+        for url, cid in claim.cited + [(u, c) for u, c, _, _ in claim.found]:
+            page = pages.get(cid or f"url:{url}")
+            if page is None or not page.valid or page.capture_id in seen:
+                continue
+            seen.add(page.capture_id)
+            plan.setdefault(page.capture_id, []).append((claim, page, cid in cited_ids))
+        if options.whole_bundle:
+            q = embedder.embed([claim.text])[0]
+            for hit in index.search(q, k=options.whole_bundle_pages * 4):
+                cid = hit.chunk.capture_id
+                if cid in seen or len(seen) >= len(claim.cited) + len(claim.found) + \
+                        options.whole_bundle_pages:
+                    continue
+                seen.add(cid)
+                plan.setdefault(cid, []).append((claim, valid[cid], False))
+
+    judgments: dict[str, list[Judgment]] = {}
+    errors: list[dict[str, str]] = []
+    total = sum(len(entries) for entries in plan.values())
+    done = 0
+    for capture_id in sorted(plan):
+        entries = plan[capture_id]
+        page = entries[0][1]
+        questions = [(c, q, cited) for c, _, cited in entries for q in c.questions]
+        vectors = embedder.embed([q for _, q, _ in questions])
+        hits_per_q = [index.search(v, options.passages_per_question, captures={capture_id})
+                      for v in vectors]
+        best: dict[str, Hit] = {}
+        for hits in hits_per_q:
+            for h in hits:
+                if h.chunk.chunk_id not in best or best[h.chunk.chunk_id].score < h.score:
+                    best[h.chunk.chunk_id] = h
+        chosen = sorted(best.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
+        chosen = sorted(chosen[: options.max_passages_per_page], key=lambda h: h.chunk.start)
+        listing = "\n\n".join(f"[{i}] {h.chunk.text}" for i, h in enumerate(chosen, start=1))
+        prefix = f"Page: {page.title or page.url}\nURL: {page.url}\n\nPassages:\n\n{listing}"
+        for (claim, question, cited), hits in zip(questions, hits_per_q, strict=True):
+            sentence = claim.extra.get("fact") or claim.text
+            messages = [
+                {"role": "system", "content": VERIFY_PROMPT},
+                {"role": "user", "content": f"{prefix}\n\nReport sentence: {sentence}\n"
+                                            f"Claim: {claim.text}\nQuestion: {question}"},
+            ]
+            try:
+                answer = judge.ask(messages, VERIFY_SCHEMA, max_tokens=options.max_tokens)
+            except ModelError as err:  # one unusable answer must not sink the whole run
+                errors.append({"claim": claim.id, "capture_id": capture_id, "error": str(err)})
+                judgments.setdefault(claim.id, []).append(Judgment(
+                    claim.id, question, page, cited, "none", "", hits,
+                    judge.key(messages, VERIFY_SCHEMA, options.max_tokens), 0))
+                continue
+            n = answer.obj["passage"]
+            used = [chosen[n - 1]] if 1 <= n <= len(chosen) else hits
+            judgments.setdefault(claim.id, []).append(Judgment(
+                claim.id, question, page, cited, answer.obj["answer"],
+                answer.obj["evidence"], used, answer.key,
+                answer.usage.get("prompt_tokens", 0)))
+        done += len(entries)
+        progress("verify", done, total)
+
+    verdicts = [_claim_verdict(c, judgments.get(c.id, []), pages, options) for c in claims]
+    counts = {v: sum(1 for x in verdicts if x.verdict == v)
+              for v in ("Correct", "Incorrect", "Unknown")}
+    pairs = [p for v in verdicts for p in v.consistency]
+    summary = {
+        "bundle": str(bundle_path),
+        "bundle_created": bundle_digest,
+        "claims": len(verdicts),
+        **{k.lower(): n for k, n in counts.items()},
+        "no_evidence": sum(1 for v in verdicts if v.reason == "no_evidence"),
+        "pages_valid": len(valid), "pages_invalid": len(invalid),
+        "chunks": len(chunks),
+        "judge_calls": sum(v.judge_calls for v in verdicts),
+        "judge_errors": errors,
+        "prompt_tokens": sum(v.prompt_tokens for v in verdicts),
+        "consistency": {k: sum(1 for p in pairs if p["label"] == k)
+                        for k in ("support", "conflict", "unknown")},
+        "judge": judge.backend.identity()["model"],
+        "embedder": embedder.identity(),
+        "options": options.as_dict(),
+        "prompt_sha256": content_key([VERIFY_PROMPT, VERIFY_SCHEMA]),
+    }
+    return {"claims": [v.as_dict() for v in verdicts], "summary": summary}
+
+
+def _claim_verdict(claim: ClaimEvidence, judged: list[Judgment], pages: dict[str, Page],
+                   options: VerifyOptions) -> ClaimVerdict:
+    span = None
+    if "start" in claim.extra and "end" in claim.extra:
+        span = [claim.extra["start"], claim.extra["end"]]
+    result = ClaimVerdict(claim.id, claim.text, "Unknown", "no_evidence", span=span,
+                          judge_calls=len(judged),
+                          prompt_tokens=sum(j.prompt_tokens for j in judged))
+    consistency = []
+    for url, cid in claim.cited:
+        page = pages.get(cid or f"url:{url}")
+        if page is None or not page.valid:
+            consistency.append({"url": url, "capture_id": cid, "label": "unknown",
+                                "reason": page.reason if page else "not_captured"})
+            continue
+        answers = {j.answer for j in judged if j.page.capture_id == page.capture_id}
+        label = "conflict" if "false" in answers else \
+            "support" if answers == {"true"} else "unknown"
+        consistency.append({"url": url, "capture_id": cid, "label": label,
+                            "reason": "judged", "warc_record_id": page.text_record})
+    result.consistency = consistency
+    if not judged:
+        return result
+    per_question = []
+    for question in claim.questions:
+        mine = [j for j in judged if j.question == question]
+        per_question.append((question, _question_verdict(mine, options.page_rule), mine))
+    result.questions = [{"question": q, "answer": a} for q, a, _ in per_question]
+    answers = [a for _, a, _ in per_question]
+    if answers and all(a == "true" for a in answers):
+        result.verdict, result.reason = "Correct", "supported"
+    elif "false" in answers:
+        result.verdict, result.reason = "Incorrect", "contradicted"
+    else:
+        result.verdict, result.reason = "Unknown", "not_settled"
+    decisive = [j for _, a, mine in per_question for j in mine if j.answer == a != "none"]
+    result.evidence = [_provenance(j) for j in (decisive or judged)]
+    return result
+
+
+def write_results(result: dict[str, Any], out: str | Path) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "verdicts.jsonl").write_text(
+        "".join(json.dumps(c, sort_keys=True, ensure_ascii=False) + "\n"
+                for c in result["claims"]), encoding="utf-8")
+    (out / "summary.json").write_text(json.dumps(result["summary"], indent=2, sort_keys=True)
+                                      + "\n", encoding="utf-8")
+    return out
