@@ -35,6 +35,11 @@ def judge_bench_cmd(
     ledger: LedgerPath = None,
     ledger_mode: LedgerMode = "reuse",
     limit: Annotated[int | None, typer.Option(help="Only the first N pairs.")] = None,
+    retrieve: Annotated[int | None, typer.Option(
+        "--retrieve", min=1, help="Pairs carry whole pages: judge only the top-K retrieved "
+        "chunks, and report recall@K of the gold evidence.")] = None,
+    chunk_tokens: Annotated[int, typer.Option(
+        "--chunk-tokens", min=8, help="Chunk size in words for --retrieve.")] = 64,
     predictions: Annotated[Path | None, typer.Option(
         help="Write one JSON line per pair (label, verdict, ledger key).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -52,7 +57,8 @@ def judge_bench_cmd(
         judge = open_judge(judge_model, judge_url, judge_name, ledger, ledger_mode,
                            n_ctx=judge_ctx, threads=threads, seed=seed)
         with progress_bar(not as_json) as progress:
-            result = run_judge_bench(data, judge, limit=limit, progress=progress)
+            result = run_judge_bench(data, judge, limit=limit, progress=progress,
+                                     retrieve_k=retrieve, chunk_tokens=chunk_tokens)
     rows = result.pop("predictions")
     if predictions is not None:
         predictions.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
@@ -60,6 +66,10 @@ def judge_bench_cmd(
         print_json(result)
         return
     stdout.print(f"judge: {result['judge']}")
+    if "retrieval" in result:
+        r = result["retrieval"]
+        stdout.print(f"retrieval: recall@{r['k']} = {r['recall_at_k']} over "
+                     f"{r['items_with_gold']} items with gold evidence")
     stdout.print(f"n = {result['n']}  accuracy = {result['accuracy']:.3f}  "
                  f"balanced accuracy = {result['balanced_accuracy']:.3f}  "
                  f"kappa = {result['kappa']:.3f}")

@@ -41,20 +41,29 @@ class Pair:
     claim: str
     evidence: str
     label: str
+    page: str | None = None
+    gold: tuple[tuple[int, int], ...] = ()
 
 
 def load_pairs(path: str | Path, limit: int | None = None) -> tuple[list[Pair], tuple[str, ...]]:
     """Read labeled pairs; returns them and the label space (ternary or binary)."""
     pairs: list[Pair] = []
     for where, obj in iter_objects(path):
-        missing = [k for k in ("id", "claim", "evidence", "label") if obj.get(k) in (None, "")]
+        needed = ("id", "claim", "label", "page" if "page" in obj else "evidence")
+        missing = [k for k in needed if obj.get(k) in (None, "")]
         if missing:
             raise InputError(f"{where}: missing {', '.join(missing)}")
+        gold = obj.get("gold") or []
+        if not isinstance(gold, list) or not all(
+                isinstance(g, list) and len(g) == 2 and all(isinstance(x, int) for x in g)
+                for g in gold):
+            raise InputError(f"{where}: 'gold' must be a list of [start, end] spans")
         label = str(obj["label"]).strip().lower()
         if label not in TERNARY + BINARY:
             raise InputError(f"{where}: unknown label {label!r} "
                              "(use supported, contradicted, unknown or unsupported)")
-        pairs.append(Pair(str(obj["id"]), str(obj["claim"]), str(obj["evidence"]), label))
+        pairs.append(Pair(str(obj["id"]), str(obj["claim"]), str(obj.get("evidence") or ""),
+                          label, obj.get("page"), tuple((g[0], g[1]) for g in gold)))
         if limit is not None and len(pairs) >= limit:
             break
     if not pairs:
@@ -68,11 +77,36 @@ def load_pairs(path: str | Path, limit: int | None = None) -> tuple[list[Pair], 
                      "use one label scheme per file")
 
 
-def messages_for(pair: Pair) -> list[dict[str, str]]:
+def messages_for(claim: str, evidence: str) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"Claim: {pair.claim}\n\nEvidence:\n{pair.evidence}"},
+        {"role": "user", "content": f"Claim: {claim}\n\nEvidence:\n{evidence}"},
     ]
+
+
+def _retrieval_context(pairs: list[Pair], embedder: Any, k: int,
+                       chunk_tokens: int) -> tuple[list[str], float | None, int]:
+    """Chunk each pair's page, retrieve the top-k chunks for its claim from that page only,
+    and measure recall@k of the gold spans. Returns (evidence texts, recall, items)."""
+    from ambereval.models import ChunkParams, VectorIndex, chunk_text
+
+    params = ChunkParams(chunk_tokens, max(0, chunk_tokens // 5))
+    chunks = [c for i, p in enumerate(pairs)
+              for c in chunk_text(p.page or "", f"item{i:06d}", params)]
+    index = VectorIndex.build(chunks, embedder, params.as_dict())
+    queries = embedder.embed([p.claim for p in pairs])
+    contexts: list[str] = []
+    recalls: list[float] = []
+    for i, (pair, q) in enumerate(zip(pairs, queries, strict=True)):
+        hits = index.search(q, k, captures={f"item{i:06d}"})
+        ordered = sorted(hits, key=lambda h: h.chunk.start)
+        contexts.append("\n\n".join(h.chunk.text for h in ordered))
+        if pair.gold:
+            covered = sum(1 for gs, ge in pair.gold
+                          if any(h.chunk.start < ge and gs < h.chunk.end for h in hits))
+            recalls.append(covered / len(pair.gold))
+    recall = round(sum(recalls) / len(recalls), 6) if recalls else None
+    return contexts, recall, len(recalls)
 
 
 def metrics(gold: list[str], pred: list[str], labels: tuple[str, ...]) -> dict[str, Any]:
@@ -101,13 +135,37 @@ def run_judge_bench(
     limit: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     max_tokens: int = 24,
+    embedder: Any = None,
+    retrieve_k: int | None = None,
+    chunk_tokens: int = 64,
 ) -> dict[str, Any]:
-    """Judge every pair; the result depends only on the data, the model and the prompts."""
+    """Judge every pair; the result depends only on the data, the model and the prompts.
+
+    With ``retrieve_k``, pairs carry a whole ``page`` (and ``gold`` evidence spans): the
+    judge sees only the top-k retrieved chunks, and the result adds recall@k of the gold
+    evidence and the end-to-end verdict metrics."""
     pairs, labels = load_pairs(path, limit)
     progress = progress or (lambda phase, done, total: None)
+    retrieval: dict[str, Any] | None = None
+    if retrieve_k:
+        if any(p.page is None for p in pairs):
+            raise InputError(f"{path}: --retrieve needs a 'page' on every line")
+        if embedder is None:
+            from ambereval.models import Embedder
+
+            embedder = Embedder()
+        contexts, recall, with_gold = _retrieval_context(pairs, embedder, retrieve_k,
+                                                         chunk_tokens)
+        retrieval = {"k": retrieve_k, "recall_at_k": recall, "items_with_gold": with_gold,
+                     "chunk_tokens": chunk_tokens, "embedder": embedder.identity()}
+    else:
+        if any(not p.evidence for p in pairs):
+            raise InputError(f"{path}: lines with a 'page' and no 'evidence' need --retrieve K")
+        contexts = [p.evidence for p in pairs]
     gold, pred, rows = [], [], []
     for i, pair in enumerate(pairs):
-        answer = judge.ask(messages_for(pair), VERDICT_SCHEMA, max_tokens=max_tokens)
+        answer = judge.ask(messages_for(pair.claim, contexts[i]), VERDICT_SCHEMA,
+                           max_tokens=max_tokens)
         verdict = answer.obj["verdict"]
         if labels == BINARY and verdict != "supported":
             verdict = "unsupported"
@@ -119,6 +177,9 @@ def run_judge_bench(
     result = metrics(gold, pred, labels)
     result["judge"] = judge.backend.identity()["model"]
     result["prompt_sha256"] = content_key([SYSTEM_PROMPT, VERDICT_SCHEMA])
-    result["data_sha256"] = content_key([[p.id, p.claim, p.evidence, p.label] for p in pairs])
+    result["data_sha256"] = content_key([[p.id, p.claim, p.evidence, p.label, p.page,
+                                          list(p.gold)] for p in pairs])
+    if retrieval is not None:
+        result["retrieval"] = retrieval
     result["predictions"] = rows
     return result

@@ -78,8 +78,31 @@ def climate() -> Iterator[dict[str, str]]:
                    "label": mapping[row["claim_label"]]}
 
 
+def wice_pages() -> Iterator[dict[str, Any]]:
+    """WiCE rows as whole pages (the cited article's sentences) with gold evidence spans,
+    for ``judge-bench --retrieve K``."""
+    for row in _jsonl(DATA / "wice" / "oracle_chunks_claim_dev.jsonl"):
+        meta = row["meta"]
+        label = {"supported": "supported", "not_supported": "unsupported"}.get(row["label"])
+        if label is None or "oracle_idx" not in meta:
+            continue
+        oracle = set(meta["oracle_idx"])
+        page, gold = "", []
+        for idx, sentence in zip(meta["chunk_idx"], row["evidence"], strict=True):
+            start = len(page)
+            page += sentence + "\n\n"
+            if idx in oracle:
+                gold.append([start, start + len(sentence)])
+        yield {"id": f"wicep-{meta['id']}-{len(gold)}-{hash_text(page)}", "claim": row["claim"],
+               "page": page, "gold": gold, "label": label}
+
+
+def hash_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
 SETS = {"factcheck_gpt": factcheck, "wice": wice, "attributionbench": attribution,
-        "climate_fever": climate}
+        "climate_fever": climate, "wice_pages": wice_pages}
 
 
 def main() -> None:

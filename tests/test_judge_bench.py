@@ -98,3 +98,22 @@ def test_real_labeled_data(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in preds.read_text().splitlines()]
     assert [x["id"] for x in lines] == [r["id"] for r in rows]
     assert all(len(x["ledger_key"]) == 64 for x in lines)
+
+
+@pytest.mark.slow
+def test_retrieval_step_measures_recall_and_end_to_end(tmp_path: Path) -> None:
+    data = Path(__file__).parent / "fixtures" / "page_pairs.jsonl"
+    done = run_amber("judge-bench", str(data), "--retrieve", "1", "--chunk-tokens", "12",
+                     "--json", "--judge-ctx", "1024")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["retrieval"]["k"] == 1 and result["retrieval"]["items_with_gold"] == 3
+    # measured: MiniLM puts 2 of the 3 gold sentences first ("ends in the Black Sea" pulls
+    # "rises in the Swiss Alps" above "flows into the North Sea")
+    assert result["retrieval"]["recall_at_k"] == pytest.approx(2 / 3, abs=1e-5)
+    assert result["n"] == 3 and result["labels"] == list(BINARY)
+    wide = json.loads(run_amber("judge-bench", str(data), "--retrieve", "4", "--chunk-tokens",
+                                "12", "--json", "--judge-ctx", "1024").stdout)
+    assert wide["retrieval"]["recall_at_k"] == 1.0  # every chunk retrieved
+    no_k = run_amber("judge-bench", str(data))
+    assert no_k.returncode == 2 and "need --retrieve" in no_k.stderr
