@@ -1,8 +1,13 @@
-"""The example behind ``scripts/run.sh``: a real capture against loopback fakes.
+"""The example behind ``scripts/run.sh``: Amber's whole loop on a small example.
 
 Starts the fake Serper, Jina Reader and origin web servers from ``tests/fakeweb.py`` on
-127.0.0.1, writes a small claims file, and runs the installed ``amber`` CLI on it exactly
-as a user would with real services (only the base URLs and the key differ).
+127.0.0.1 and runs the installed ``amber`` CLI exactly as a user would with real
+services (only the base URLs and the key differ):
+
+1. ``snapshot claims`` on a small claims file, then ``bundle verify/stats/show``;
+2. ``snapshot report`` on a small Markdown report (tests/fixtures/report.md);
+3. with the fakes stopped, ``verify`` judges the report's claims offline with the default
+   local judge and prints the verdicts with the pages behind them.
 """
 
 from __future__ import annotations
@@ -47,11 +52,19 @@ def main() -> None:
         bundle = work / "bundle"
         amber("snapshot", "claims", str(claims_file), "--out", str(bundle), "--reader", "jina",
               env=env)
+        report = work / "report.md"
+        template = (ROOT / "tests" / "fixtures" / "report.md").read_text(encoding="utf-8")
+        report.write_text(template.replace("{ORIGIN}", web.origin_url), encoding="utf-8")
+        report_bundle = work / "report-bundle"
+        amber("snapshot", "report", str(report), "--out", str(report_bundle), "--extractor",
+              "sentences", "--top-k", "2", "--reader", "direct", env=env)
     offline = {k: v for k, v in os.environ.items() if not k.startswith(("SERPER_", "JINA_"))}
     amber("bundle", "verify", str(bundle), env=offline)
     amber("bundle", "stats", str(bundle), env=offline)
     amber("bundle", "show", str(bundle), claims[0]["urls"][0], env=offline)
-    print(f"\nbundle written to {bundle}")
+    amber("verify", str(report_bundle), "--out", str(work / "verify"), "--judge-ctx", "2048",
+          env=offline)
+    print(f"\nbundles written to {bundle} and {report_bundle}; verdicts in {work / 'verify'}")
 
 
 if __name__ == "__main__":

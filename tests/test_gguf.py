@@ -38,3 +38,14 @@ def test_identity_needs_no_weights() -> None:
     ident = backend.identity()
     assert len(ident["model"]["sha256"]) == 64 and len(ident["chat_template_sha256"]) == 64
     assert backend._llm is None  # nothing loaded
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}},
+    {"type": "object", "properties": {"a": {"not": {"type": "string"}}}},
+])
+def test_schema_the_backend_cannot_enforce(schema: dict) -> None:
+    backend = LlamaCppBackend(default_judge_path(), n_ctx=512)
+    with pytest.raises(ModelError, match="cannot be enforced by llama.cpp"):
+        backend.grammar(schema)
+    assert backend._llm is None
