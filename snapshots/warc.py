@@ -128,15 +128,12 @@ class WarcFile:
     def write_exchange(self, exchange: Exchange) -> tuple[RecordRef, RecordRef]:
         """Write the response, then its request pointing at it. Returns (request, response)."""
         date = warc_date(exchange.started)
-        proto = exchange.http_version or "HTTP/1.1"
-        status_line = f"{exchange.status} {exchange.reason}".strip()
-        http = StatusAndHeaders(status_line, exchange.response_headers, protocol=proto)
         response = self._builder.create_warc_record(
             exchange.url,
             "response",
             payload=io.BytesIO(exchange.body),
             length=len(exchange.body),
-            http_headers=http,
+            http_headers=_response_headers(exchange),
             warc_headers_dict={"WARC-Date": date},
         )
         response_ref = self._write(response)
@@ -210,21 +207,23 @@ class WarcFile:
     ) -> tuple[RecordRef, RecordRef]:
         """An identical-payload revisit: headers kept, body stored once elsewhere."""
         date = warc_date(exchange.started)
-        status_line = f"{exchange.status} {exchange.reason}".strip()
-        http = StatusAndHeaders(
-            status_line, exchange.response_headers, protocol=exchange.http_version or "HTTP/1.1"
-        )
         record = self._builder.create_revisit_record(
             exchange.url,
             payload_digest,
             original.target_uri or "",
             original.date,
-            http_headers=http,
+            http_headers=_response_headers(exchange),
             warc_headers_dict={"WARC-Date": date, "WARC-Refers-To": original.record_id},
         )
         revisit_ref = self._write(record)
         request_ref = self._write_request(exchange, date, revisit_ref.record_id)
         return request_ref, revisit_ref
+
+
+def _response_headers(exchange: Exchange) -> StatusAndHeaders:
+    status_line = f"{exchange.status} {exchange.reason}".strip()
+    return StatusAndHeaders(status_line, exchange.response_headers,
+                            protocol=exchange.http_version or "HTTP/1.1")
 
 
 @dataclass
