@@ -1,0 +1,45 @@
+"""``amber aggregate dailyreport``: recompute DailyReport's aggregates from any scores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ambereval.cli.output import handled, print_json, stdout
+
+app = typer.Typer(no_args_is_help=True, help="Recompute a protocol's aggregates from scores.")
+
+
+@app.command("dailyreport")
+def dailyreport_cmd(
+    scores: Annotated[Path, typer.Argument(help='{"subtasks": [{id, importance, group?, ins, '
+                                                'fac?, rat?}]}')],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Ins, Fac, Rat (cascade), SubTask Pass, UserPref (Algorithm 1) and every o_k.
+
+    Example: amber aggregate dailyreport scores.json --json
+    """
+    from ambereval.engine.dailyreport_math import aggregate, parse_scores
+    from ambereval.errors import InputError
+
+    with handled():
+        if not scores.is_file():
+            raise InputError(f"{scores}: no such file")
+        try:
+            doc = json.loads(scores.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputError(f"{scores}: not valid JSON ({exc})") from None
+        result = aggregate(parse_scores(doc, str(scores)))
+    if as_json:
+        print_json(result)
+        return
+    table = Table(show_header=False, title="DailyReport")
+    for key in ("ins", "fac", "rat", "subtask_pass", "user_pref"):
+        value = result[key]
+        table.add_row(key, "null" if value is None else f"{value:.4g}")
+    stdout.print(table)
