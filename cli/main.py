@@ -10,6 +10,7 @@ from ambereval import __version__
 from ambereval.cli import (
     aggregate_cmd,
     bundle_cmd,
+    import_cmd,
     judge_bench_cmd,
     models_cmd,
     report_cmd,
@@ -28,6 +29,7 @@ app.add_typer(bundle_cmd.app, name="bundle")
 app.add_typer(models_cmd.app, name="models")
 app.add_typer(report_cmd.app, name="report")
 app.add_typer(aggregate_cmd.app, name="aggregate")
+app.add_typer(import_cmd.app, name="import")
 app.command("doctor")(models_cmd.doctor_cmd)
 app.command("judge-bench")(judge_bench_cmd.judge_bench_cmd)
 app.command("verify")(verify_cmd.verify_cmd)

@@ -44,7 +44,8 @@ def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
             "extract_prompt_sha256": content_key([EXTRACT_PROMPT, EXTRACT_SCHEMA]),
             "claims": len(claims)}
     with Bundle.create(out) as bundle:
-        report_id = bundle.store_report(report_path.name, report.text, task, meta)
+        report_id = bundle.store_report(report_path.name, report.text,
+                                        task.to_json() if task else None, meta)
         bundle.finalize()
     search = options.top_k > 0
     inputs = [ClaimInput(c.id, c.text, tuple(c.urls), tuple(c.searches) if search else (),

@@ -154,7 +154,7 @@ def test_snapshot_report_bad_inputs(tmp_path: Path) -> None:
     report = tmp_path / "r.md"
     report.write_text("A fact from 1999.\n")
     task = tmp_path / "task.json"
-    task.write_text(json.dumps({"report": "other.md", "query": "q"}))
+    task.write_text(json.dumps({"id": "t1", "report": "other.md", "query": "q"}))
     done = run_amber("snapshot", "report", str(report), "--out", str(tmp_path / "b"),
                      "--task", str(task), "--extractor", "sentences", "--top-k", "0")
     assert done.returncode == 2 and "task is for report 'other.md'" in done.stderr

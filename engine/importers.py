@@ -1,0 +1,193 @@
+"""Importers that turn published benchmark data into Amber tasks (and bundles).
+
+- LiveResearchBench: the checklist CSV (``qid, question, category, checklist_id,
+  checklist``), baseline reports ``qid_<qid>_report.md``, reports ``<model>/qid_<qid>_report.md``.
+- DR3-Eval: ``query.jsonl``; per task ``<NNN>/long_context_sampled_<size>.json`` (the
+  sandbox corpus: ``[{title, page_body, url?}]``), ``<NNN>/useful_search.jsonl`` (the
+  supportive pages), optional ``<NNN>/user_files/``; gold insights and checklists under
+  ``evaluation/``. Each task's corpus becomes a snapshot bundle whose pages are WARC
+  ``resource`` records with their titles, so DR3-Eval reads exactly its own corpus.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ambereval.engine.task_model import ChecklistItem, RequiredDocument, Task
+from ambereval.errors import InputError
+from ambereval.snapshots import Bundle
+
+LRB_COLUMNS = ("qid", "question", "checklist_id", "checklist")
+TEXT_LIKE = (".pdf", ".docx", ".doc", ".md", ".txt", ".pptx", ".xlsx", ".csv", ".html",
+             ".json", ".rtf", ".odt")
+
+
+def import_lrb(checklist: str | Path, reports: str | Path | None = None,
+               baselines: str | Path | None = None) -> list[Task]:
+    """One task per qid with its coverage checklist, baseline and reports found."""
+    checklist = Path(checklist)
+    if not checklist.is_file():
+        raise InputError(f"{checklist}: no such checklist file")
+    with open(checklist, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing_cols = [c for c in LRB_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing_cols:
+            raise InputError(f"{checklist}: missing columns {', '.join(missing_cols)}")
+        tasks: dict[str, Task] = {}
+        for row in reader:
+            line = reader.line_num
+            empty = [c for c in LRB_COLUMNS if not (row.get(c) or "").strip()]
+            if empty:
+                raise InputError(f"{checklist}:{line}: row is missing {', '.join(empty)}")
+            qid = row["qid"].strip()
+            task = tasks.get(qid)
+            if task is None:
+                task = tasks[qid] = Task(id=qid, query=row["question"].strip(),
+                                         report=f"qid_{qid}_report.md",
+                                         meta={"category": (row.get("category") or "").strip()})
+            item_id = row["checklist_id"].strip()
+            if any(c.id == item_id for c in task.checklist):
+                raise InputError(f"{checklist}:{line}: duplicate checklist id {item_id!r} "
+                                 f"for qid {qid}")
+            task.checklist.append(ChecklistItem(item_id, row["checklist"].strip(),
+                                                (row.get("category") or "").strip() or None))
+    if baselines:
+        base = Path(baselines)
+        if not base.is_dir():
+            raise InputError(f"{base}: no such baselines directory")
+        for task in tasks.values():
+            path = base / f"qid_{task.id}_report.md"
+            if path.is_file():
+                task.baseline_report = str(path.resolve())
+    if reports:
+        root = Path(reports)
+        if not root.is_dir():
+            raise InputError(f"{root}: no such reports directory")
+        for task in tasks.values():
+            found = {p.parent.name: str(p.resolve())
+                     for p in sorted(root.glob(f"*/qid_{task.id}_report.md"))}
+            direct = root / f"qid_{task.id}_report.md"
+            if direct.is_file():
+                found[root.name] = str(direct.resolve())
+            if found:
+                task.meta["reports"] = found
+    return list(tasks.values())
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: unreadable JSON ({exc})") from None
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                raise InputError(f"{path}:{n}: invalid JSON") from None
+    return rows
+
+
+def _find(root: Path, task_id: str, name: str) -> Path | None:
+    hits = sorted(p for p in (root / "evaluation").rglob(name) if task_id in p.parts)
+    return hits[0] if hits else None
+
+
+def import_dr3(dataset: str | Path, out: str | Path, size: str = "32k",
+               reports: str | Path | None = None) -> list[Task]:
+    """Tasks for every DR3-Eval task folder, and one bundle per task under ``out/bundles``.
+    With ``reports`` (a ``<ctx>/<model>`` folder), each ``<NNN>/final_report.md`` is
+    stored in its task's bundle, ready for ``amber evaluate --protocol dr3``."""
+    dataset, out = Path(dataset), Path(out)
+    queries = _jsonl(dataset / "query.jsonl")
+    if not queries:
+        raise InputError(f"{dataset}: no query.jsonl (is this a DR3-Eval dataset folder?)")
+    tasks: list[Task] = []
+    for q in queries:
+        raw_id = q.get("id", q.get("number"))
+        if raw_id is None or not q.get("query"):
+            raise InputError(f"{dataset / 'query.jsonl'}: a row lacks id/number or query")
+        task_id = f"{int(raw_id):03d}" if str(raw_id).isdigit() else str(raw_id)
+        folder = dataset / task_id
+        corpus_path = folder / f"long_context_sampled_{size}.json"
+        if not corpus_path.is_file():
+            raise InputError(f"{corpus_path}: missing sandbox corpus for task {task_id}")
+        corpus = _read_json(corpus_path)
+        if not isinstance(corpus, list):
+            raise InputError(f"{corpus_path}: expected a list of pages")
+        task = Task(id=task_id, query=str(q["query"]), meta={"corpus_size": size})
+        for page in _jsonl(folder / "useful_search.jsonl"):
+            title = str(page.get("title") or "").strip()
+            if title:
+                task.required_documents.append(RequiredDocument(title, "page"))
+        files = folder / "user_files"
+        if files.is_dir():
+            for f in sorted(files.iterdir()):
+                if f.suffix.lower() in TEXT_LIKE:
+                    task.required_documents.append(RequiredDocument(f.stem, "file", f.name))
+        sandbox = _find(dataset, task_id, "gold_insights_from_long_context.json")
+        source = _find(dataset, task_id, "gold_insights_from_source.json")
+        if sandbox:
+            task.insights_sandbox = [i["insight"] for i in _read_json(sandbox)["gold_insights"]]
+        if source:
+            task.insights_user_files = [i["insight"] for i in
+                                        _read_json(source)["gold_insights"]]
+        checklist = _find(dataset, task_id, "checklist.json")
+        if checklist:
+            task.checklist = [ChecklistItem(str(c["id"]), c["requirement"], c.get("category"))
+                              for c in _read_json(checklist)["checklist"]]
+        root = corpus_bundle(corpus, out / "bundles" / task_id, task_id, corpus_path)
+        report = Path(reports) / task_id / "final_report.md" if reports else None
+        if report is not None and report.is_file():
+            with Bundle.create(root) as bundle:
+                bundle.store_report(f"{task_id}/final_report.md",
+                                    report.read_text(encoding="utf-8"), task.to_json(),
+                                    {"source": str(report)})
+                bundle.finalize()
+            task.report = f"{task_id}/final_report.md"
+        tasks.append(task)
+    return tasks
+
+
+def corpus_bundle(pages: list[dict[str, Any]], root: Path, task_id: str, source: Path) -> Path:
+    """Store a sandbox corpus as a bundle of ``resource`` records (one per page)."""
+    with Bundle.create(root) as bundle:
+        warc = bundle.warc({"software": "amber-eval dr3 import", "amber-source": str(source)})
+        for i, page in enumerate(pages):
+            title = str(page.get("title") or f"page {i}")
+            body = str(page.get("page_body") or page.get("content") or "")
+            url = str(page.get("url") or f"urn:dr3:{task_id}:{i:05d}")
+            key = hashlib.sha256(f"dr3\0{task_id}\0{i}\0{title}".encode()).hexdigest()
+            cid = f"cap-{key[:16]}"
+            if bundle.index.capture(cid):
+                continue
+            data = body.encode("utf-8")
+            ref = warc.write_resource(url, data, "text/plain; charset=utf-8")
+            warc.flush()
+            with bundle.index.transaction():
+                bundle.index.add_record(ref)
+                bundle.index.upsert_capture({
+                    "id": cid, "request_key": key, "kind": "page", "url": url,
+                    "fetch_url": url, "final_url": url, "reader": "import", "state": "ok",
+                    "permanent": 1, "status": None, "error": None, "attempts": 0,
+                    "content_type": "text/plain", "payload_sha256":
+                        hashlib.sha256(data).hexdigest(), "payload_bytes": len(data),
+                    "request_record": None, "response_record": None, "revisit_of": None,
+                    "captured_at": ref.date})
+                bundle.index.put("texts", {
+                    "capture_id": cid, "record_id": ref.record_id, "extractor": "import",
+                    "title": title, "chars": len(body),
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "status": "ok" if body.strip() else "empty"})
+        bundle.finalize()
+    return root
