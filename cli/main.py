@@ -10,6 +10,7 @@ from ambereval import __version__
 from ambereval.cli import (
     aggregate_cmd,
     bundle_cmd,
+    evaluate_cmd,
     import_cmd,
     judge_bench_cmd,
     models_cmd,
@@ -33,6 +34,7 @@ app.add_typer(import_cmd.app, name="import")
 app.command("doctor")(models_cmd.doctor_cmd)
 app.command("judge-bench")(judge_bench_cmd.judge_bench_cmd)
 app.command("verify")(verify_cmd.verify_cmd)
+app.command("evaluate")(evaluate_cmd.evaluate_cmd)
 
 
 def _version(value: bool) -> None:

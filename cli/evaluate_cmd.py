@@ -1,0 +1,68 @@
+"""``amber evaluate``: the benchmark protocols, offline, into a run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ambereval.cli.judge_options import JudgeCtx, JudgeName, JudgeUrl, Seed, Threads
+from ambereval.cli.output import handled, print_json, progress_bar, stdout
+
+
+def evaluate_cmd(
+    bundles: Annotated[list[Path], typer.Argument(help="Bundles holding a snapshotted report.")],
+    task: Annotated[Path, typer.Option("--task", help="Tasks file (amber-task/1).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory to write.")],
+    protocol: Annotated[str, typer.Option(
+        "--protocol", help="dailyreport, dr3, deepeval or all.")] = "all",
+    judge_model: Annotated[list[Path] | None, typer.Option(
+        "--judge-model", help="GGUF judge; repeat for an ensemble (default SmolLM2).")] = None,
+    judge_url: JudgeUrl = None,
+    judge_name: JudgeName = None,
+    judge_ctx: JudgeCtx = 4096,
+    threads: Threads = None,
+    seed: Seed = 0,
+    ledger_mode: Annotated[str, typer.Option(
+        "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run table as JSON.")]
+    = False,
+) -> None:
+    """Score reports with DailyReport, DR3-Eval and/or DeepEval, offline, reproducibly.
+
+    Example: amber evaluate b1/ b2/ --task tasks.json --protocol deepeval --out run/
+    """
+    from ambereval.engine.evaluate import PROTOCOLS, evaluate_bundles
+    from ambereval.errors import InputError
+    from ambereval.models import Embedder, open_judge
+    from ambereval.netguard import install_offline_guard
+
+    install_offline_guard()
+    with handled():
+        protocols = list(PROTOCOLS) if protocol == "all" else [protocol]
+        if any(p not in PROTOCOLS for p in protocols):
+            raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
+        ledger = out / "ledger.sqlite"
+        judges = []
+        if judge_url:
+            judges.append((judge_name or "server", open_judge(
+                None, judge_url, judge_name, ledger, ledger_mode, n_ctx=judge_ctx, seed=seed)))
+        for path in judge_model or ([] if judge_url else [None]):
+            name = path.name if path else "default"
+            judges.append((name, open_judge(path, None, None, ledger, ledger_mode,
+                                            n_ctx=judge_ctx, threads=threads, seed=seed)))
+        with progress_bar(not as_json) as progress:
+            result = evaluate_bundles(bundles, task, protocols, judges, out, Embedder(),
+                                      progress)
+    table = result["table"]
+    if as_json:
+        print_json(table)
+        return
+    view = Table("system", "reports", *table["columns"], title=f"Run {out}")
+    for row in table["systems"]:
+        view.add_row(row["system"], str(row["reports"]),
+                     *["-" if row[c] is None else f"{row[c]:.4g}" for c in table["columns"]])
+    stdout.print(view)
+    stdout.print(f"per-report scores in {out / 'reports'}; table in {out / 'run.csv'}")

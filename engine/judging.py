@@ -1,0 +1,147 @@
+"""Judge pieces shared by the protocols: checklists, count->score tables, pairwise games,
+rubric scores and item lists. Every call goes through the one Judge (and its ledger); each
+result carries the ledger key that produced it.
+
+Report text is put first in the user message so consecutive calls about the same report
+share a prompt prefix (llama.cpp reuses its KV cache). Long reports are clipped to
+``max_chars`` at a paragraph boundary; the clip is recorded with the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ambereval.engine.task_model import ChecklistItem
+from ambereval.models import Judge
+
+COUNT_TABLE = ((0, 0, 100), (1, 2, 90), (3, 4, 80), (5, 6, 70), (7, 8, 60), (9, 10, 50),
+               (11, 12, 40), (13, 14, 30), (15, 17, 20))
+DEFAULT_MAX_CHARS = 12_000
+
+
+def count_to_score(count: int) -> int:
+    """LiveResearchBench's mapping of a problem count to a 0-100 score."""
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    for low, high, score in COUNT_TABLE:
+        if low <= count <= high:
+            return score
+    return 10
+
+
+@dataclass(frozen=True)
+class Clipped:
+    text: str
+    cut_chars: int
+
+
+def clip(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> Clipped:
+    """The first ``max_chars`` characters, cut back to the last paragraph break."""
+    if len(text) <= max_chars:
+        return Clipped(text, 0)
+    head = text[:max_chars]
+    cut = head.rfind("\n\n")
+    head = head[:cut] if cut > max_chars // 2 else head
+    return Clipped(head + "\n\n[...]", len(text) - len(head))
+
+
+def _messages(system: str, report: Clipped, ask: str, label: str = "Report") -> list[dict]:
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": f"{label}:\n{report.text}\n\n{ask}"}]
+
+
+def _call(judge: Judge, messages: list[dict], schema: dict[str, Any],
+          max_tokens: int) -> tuple[dict[str, Any], str]:
+    answer = judge.ask(messages, schema, max_tokens=max_tokens)
+    return answer.obj, answer.key
+
+
+CHECK_SYSTEM = (
+    "You grade a research report against one requirement at a time. Answer pass only if "
+    "the report's body fully meets it: the requested data is actually given (placeholders, "
+    "a method to find it, or 'data not available' do not count; section titles alone do "
+    "not count). Otherwise answer fail. Explain in one short sentence."
+)
+CHECK_SCHEMA = {"type": "object", "properties": {
+    "pass": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}},
+    "required": ["pass", "reason"], "additionalProperties": False}
+
+
+def judge_checklist(judge: Judge, report: Clipped, items: list[ChecklistItem],
+                    system: str = CHECK_SYSTEM) -> list[dict[str, Any]]:
+    """One binary verdict per item, with its reason and ledger key."""
+    out = []
+    for item in items:
+        obj, key = _call(judge, _messages(system, report, f"Requirement: {item.text}"),
+                         CHECK_SCHEMA, 96)
+        out.append({"id": item.id, "text": item.text, "pass": bool(obj["pass"]),
+                    "reason": obj["reason"], "ledger_key": key})
+    return out
+
+
+def judge_choice(judge: Judge, system: str, report: Clipped, ask: str, values: list[Any],
+                 label: str = "Report") -> tuple[Any, str, str]:
+    """A rubric score from a fixed set (e.g. 0/0.5/1 or 1..10); -> (value, reason, key)."""
+    kind = "integer" if all(isinstance(v, int) for v in values) else "number"
+    schema = {"type": "object", "properties": {
+        "score": {"type": kind, "enum": values},
+        "reason": {"type": "string", "maxLength": 240}},
+        "required": ["reason", "score"], "additionalProperties": False}
+    obj, key = _call(judge, _messages(system, report, ask, label), schema, 128)
+    return obj["score"], obj["reason"], key
+
+
+def judge_list(judge: Judge, system: str, report: Clipped, ask: str,
+               max_items: int = 25) -> tuple[list[str], str]:
+    """A list of short findings (contradictions, uncited claims); -> (items, key)."""
+    schema = {"type": "object", "properties": {
+        "items": {"type": "array", "maxItems": max_items,
+                  "items": {"type": "string", "maxLength": 200}}},
+        "required": ["items"], "additionalProperties": False}
+    obj, key = _call(judge, _messages(system, report, ask), schema, 40 * max_items)
+    items = [i.strip() for i in obj["items"] if i.strip()]
+    return list(dict.fromkeys(items)), key
+
+
+DEPTH_SYSTEM = (
+    "You compare two research reports written for the same request, judging analysis depth "
+    "only (not length or style). Score each report 0-5 on five criteria: granularity of "
+    "reasoning, multi-layered insight, critical evaluation of sources and claims, "
+    "analytical use of evidence, and density of insight."
+)
+DEPTH_CRITERIA = ("granularity", "layers", "critical", "evidence", "density")
+
+
+def pairwise_depth(judge: Judge, query: str, target: str, baseline: str,
+                   max_chars: int = 6000, tie_margin: int = 1) -> dict[str, Any]:
+    """Two games (target first, then baseline first); a game is a tie when the totals
+    differ by at most ``tie_margin``. Win rate excludes ties (0 with no decisive game)."""
+    scores = {"type": "object", "properties": {
+        c: {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]} for c in DEPTH_CRITERIA},
+        "required": list(DEPTH_CRITERIA), "additionalProperties": False}
+    schema = {"type": "object", "properties": {"report_1": scores, "report_2": scores},
+              "required": ["report_1", "report_2"], "additionalProperties": False}
+    a, b = clip(target, max_chars), clip(baseline, max_chars)
+    games = []
+    for order, first, second in (("target_first", a, b), ("baseline_first", b, a)):
+        messages = [{"role": "system", "content": DEPTH_SYSTEM},
+                    {"role": "user", "content": f"Request: {query}\n\nReport 1:\n{first.text}"
+                                                f"\n\nReport 2:\n{second.text}"}]
+        obj, key = _call(judge, messages, schema, 160)
+        t_scores, b_scores = ((obj["report_1"], obj["report_2"]) if order == "target_first"
+                              else (obj["report_2"], obj["report_1"]))
+        t_total, b_total = sum(t_scores.values()), sum(b_scores.values())
+        outcome = ("tie" if abs(t_total - b_total) <= tie_margin
+                   else "win" if t_total > b_total else "loss")
+        games.append({"order": order, "target": t_total, "baseline": b_total,
+                      "outcome": outcome, "ledger_key": key})
+    wins = sum(1 for g in games if g["outcome"] == "win")
+    losses = sum(1 for g in games if g["outcome"] == "loss")
+    return {"games": games, "wins": wins, "losses": losses,
+            "ties": len(games) - wins - losses, "win_rate": win_rate(wins, losses),
+            "clipped_chars": a.cut_chars + b.cut_chars}
+
+
+def win_rate(wins: int, losses: int) -> float:
+    return 100.0 * wins / (wins + losses) if wins + losses else 0.0

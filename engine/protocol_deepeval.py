@@ -1,0 +1,202 @@
+"""LiveResearchBench DeepEval (PROTOCOLS.md §3): six dimensions, 0-100.
+
+Presentation's citation items (3, 4, 5, 6, 10), the table syntax part of item 9 and the
+"no tables or figures" case of item 8 are decided by the parser; the judge decides the
+rest, and each item records which. Consistency and citation association map a count
+through the shared table; coverage is a strict checklist; depth is two pairwise games
+against the baseline; citation accuracy walks the E1/E2/E3 tree per cited URL.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ambereval.engine.eval_context import EvalContext
+from ambereval.engine.judging import (
+    Clipped,
+    clip,
+    count_to_score,
+    judge_checklist,
+    judge_list,
+    pairwise_depth,
+)
+from ambereval.engine.report import REF_HEADINGS, Report, _clean_heading
+from ambereval.models import Judge
+
+PRESENTATION_ITEMS = {
+    1: "The report has a clear, logical structure (an introduction, sections that build on "
+       "each other, a conclusion).",
+    2: "The report has no grammar or spelling errors.",
+    3: "Every entry of the reference list is cited in the text.",
+    4: "Every in-text citation has an entry in the reference list.",
+    5: "There is exactly one References section, consistently ordered.",
+    6: "One citation style is used throughout.",
+    7: "Citations are placed at the end of the clause or sentence they support.",
+    8: "Tables and figures are complete (no empty cells, placeholders or missing captions).",
+    9: "Formatting is correct and consistent (Markdown headings, tables that render).",
+    10: "Numbered citations have no gaps or duplicates.",
+}
+STYLE_FAMILY = {"numeric": "numbered", "citation_tag": "numbered", "dagger": "numbered",
+                "footnote": "numbered", "link_number": "numbered", "link": "inline-link",
+                "url": "bare-url", "doc_tag": "tag"}
+CONSISTENCY_SYSTEM = (
+    "You read a research report and list its internal contradictions: places where it "
+    "states two incompatible facts, numbers, dates or names. Do not check facts against "
+    "the world; only the report against itself. Each item names both statements briefly. "
+    "Return an empty list if there are none."
+)
+ASSOCIATION_SYSTEM = (
+    "You read a research report and list factual claims that have no citation, or whose "
+    "citation clearly does not fit the claim. A citation at the end of a paragraph may "
+    "cover the whole paragraph. Ignore opinions and common knowledge. Each item quotes the "
+    "claim briefly. Return an empty list if every factual claim is properly cited."
+)
+RELEVANCE_SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}},
+                    "required": ["relevant"], "additionalProperties": False}
+SUPPORT_SCHEMA = {"type": "object", "properties": {
+    "supported": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}},
+    "required": ["supported", "reason"], "additionalProperties": False}
+
+
+def presentation_parser_checks(report: Report) -> dict[int, bool | None]:
+    """The items the parser decides (None: left to the judge)."""
+    kinds = {p.kind for p in report.problems}
+    has_refs = bool(report.references)
+    numbered = [c for c in report.citations if c.numbers]
+    ref_heads = sum(1 for s in report.sections if REF_HEADINGS.match(_clean_heading(s.heading)))
+    if report.references_span and report.references:
+        ref_heads += 1  # the reference section itself is not among the body sections
+    numbers = [r.number for r in report.references]
+    styles = {STYLE_FAMILY[c.kind] for c in report.citations if c.kind in STYLE_FAMILY}
+    has_tables = any(b.kind == "table_cell" for b in report.blocks)
+    has_figures = "![" in report.text
+    return {
+        3: "reference_never_cited" not in kinds,
+        4: "citation_without_reference" not in kinds and "no_references" not in kinds,
+        5: has_refs and ref_heads == 1 and numbers == sorted(numbers),
+        6: len(styles) <= 1,
+        8: True if not (has_tables or has_figures) else None,
+        9: False if "broken_table" in kinds else None,
+        10: ("numbering_gap" not in kinds and "duplicate_reference_number" not in kinds)
+        if numbered else True,
+    }
+
+
+def presentation(judge: Judge, ctx: EvalContext, report: Clipped) -> dict[str, Any]:
+    decided = presentation_parser_checks(ctx.report)
+    items = []
+    to_judge = []
+    for number, text in PRESENTATION_ITEMS.items():
+        verdict = decided.get(number)
+        if verdict is None:
+            to_judge.append((number, text))
+        else:
+            items.append({"item": number, "text": text, "pass": verdict, "method": "parser"})
+    from ambereval.engine.task_model import ChecklistItem
+
+    judged = judge_checklist(judge, report, [ChecklistItem(str(n), t) for n, t in to_judge],
+                             system=PRESENTATION_SYSTEM)
+    for (number, text), result in zip(to_judge, judged, strict=True):
+        items.append({"item": number, "text": text, "pass": result["pass"], "method": "judge",
+                      "reason": result["reason"], "ledger_key": result["ledger_key"]})
+    items.sort(key=lambda i: i["item"])
+    return {"score": 10 * sum(1 for i in items if i["pass"]), "items": items}
+
+
+PRESENTATION_SYSTEM = (
+    "You check the presentation of a research report against one criterion at a time. "
+    "Answer pass only if the whole report meets the criterion; explain in one sentence."
+)
+
+
+def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
+    """E1 invalid URL, E2 irrelevant page, E3 unsupported (claim, citation) pair."""
+    by_url: dict[str, list[str]] = {}
+    sentences = ctx.report.sentences
+    for s in sentences:
+        claim = ctx.text[s.start : s.end]
+        for c in ctx.report.citations_in(s.start, s.end):
+            for url in c.urls:
+                by_url.setdefault(url, [])
+                if claim not in by_url[url]:
+                    by_url[url].append(claim)
+    urls = []
+    e1 = e2 = e3 = supported = pairs = 0
+    for url in sorted(by_url):
+        claims = by_url[url]
+        page = ctx.page(url)
+        entry: dict[str, Any] = {"url": url, "claims": len(claims),
+                                 "capture_id": page.capture_id or None}
+        pairs += len(claims)
+        if not page.valid:
+            e1 += 1
+            entry.update(error="E1", reason=page.reason)
+            urls.append(entry)
+            continue
+        head = page.text[:1500]
+        messages = [{"role": "system", "content": "Decide whether a web page is on topic "
+                     "for a research request, from its title and opening."},
+                    {"role": "user", "content": f"Request: {ctx.task.query}\n\nPage title: "
+                     f"{page.title or '-'}\nOpening:\n{head}"}]
+        rel = judge.ask(messages, RELEVANCE_SCHEMA, max_tokens=24)
+        entry["relevance_key"] = rel.key
+        if not rel.obj["relevant"]:
+            e2 += 1
+            entry.update(error="E2", reason="irrelevant")
+            urls.append(entry)
+            continue
+        verdicts = []
+        for claim in claims:
+            passages = "\n\n".join(ctx.passages(page, claim))
+            messages = [{"role": "system", "content": "Decide whether the page passages "
+                         "support the statement from a report. Use only the passages."},
+                        {"role": "user", "content": f"Passages from {page.url}:\n{passages}"
+                         f"\n\nStatement: {claim}"}]
+            ans = judge.ask(messages, SUPPORT_SCHEMA, max_tokens=96)
+            ok = bool(ans.obj["supported"])
+            supported += ok
+            e3 += not ok
+            verdicts.append({"claim": claim[:300], "supported": ok, "ledger_key": ans.key,
+                             "warc_record_id": page.text_record})
+        entry["pairs"] = verdicts
+        urls.append(entry)
+    return {"score": round(100.0 * supported / pairs, 4) if pairs else None,
+            "e1_invalid_urls": e1, "e2_irrelevant_urls": e2, "e3_unsupported_pairs": e3,
+            "pairs": pairs, "supported_pairs": supported, "urls": urls}
+
+
+def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000) -> dict[str, Any]:
+    report = clip(ctx.text, max_chars)
+    out: dict[str, Any] = {"clipped_chars": report.cut_chars}
+    out["presentation"] = presentation(judge, ctx, report)
+    found, key = judge_list(judge, CONSISTENCY_SYSTEM, report,
+                            "List the report's internal contradictions.")
+    out["consistency"] = {"score": count_to_score(len(found)), "count": len(found),
+                          "items": found, "ledger_key": key}
+    if ctx.task.checklist:
+        checks = judge_checklist(judge, report, ctx.task.checklist)
+        out["coverage"] = {"score": round(100.0 * sum(c["pass"] for c in checks) / len(checks),
+                                          4), "items": checks}
+    else:
+        out["coverage"] = {"score": None, "reason": "task has no checklist"}
+    baseline = Path(ctx.task.baseline_report) if ctx.task.baseline_report else None
+    if baseline is not None and baseline.is_file():
+        depth = pairwise_depth(judge, ctx.task.query, ctx.text,
+                               baseline.read_text(encoding="utf-8"))
+        out["depth"] = {"score": depth["win_rate"], **depth}
+    else:
+        why = "task has no baseline report" if baseline is None else \
+            f"baseline report not found: {baseline}"
+        out["depth"] = {"score": None, "reason": why}
+    found, key = judge_list(judge, ASSOCIATION_SYSTEM, report,
+                            "List the factual claims with a missing or mismatched citation.")
+    out["citation_association"] = {"score": count_to_score(len(found)), "count": len(found),
+                                   "items": found, "ledger_key": key}
+    out["citation_accuracy"] = citation_accuracy(judge, ctx)
+    dims = ("presentation", "consistency", "coverage", "depth", "citation_association",
+            "citation_accuracy")
+    out["scores"] = {d: out[d]["score"] for d in dims}
+    present = [v for v in out["scores"].values() if v is not None]
+    out["scores"]["average"] = round(sum(present) / len(present), 4) if present else None
+    return out

@@ -1,0 +1,182 @@
+"""DR3-Eval (PROTOCOLS.md §2): IR_UF, IR_SC, CC, FA, IF, DQ and their average, 0-100.
+
+CC needs no judge. A required document counts as cited when a citation of the report
+names it: normalised exact match (NFKC, case, spacing, punctuation), then containment,
+then fuzzy [our rule ``cc_fuzzy``: token overlap = share of the required name's tokens
+found in the cited name ≥ 0.6, or difflib similarity ≥ 0.75]; fallback: the normalised
+title (≥ 4 characters) appears in the report text. FA checks (claim, sources) pairs
+taken from the parse [our rule ``fa_claims="cited-sentences"``: every sentence is a claim
+with the sources it cites; the judge is lenient], sources cut to their best passages.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from typing import Any
+
+from ambereval.engine.eval_context import EvalContext
+from ambereval.engine.judging import clip, judge_checklist, judge_choice
+from ambereval.engine.task_model import RequiredDocument
+from ambereval.models import Judge
+
+RULES = {"cc_fuzzy": "token-overlap>=0.6|similarity>=0.75", "fa_claims": "cited-sentences",
+         "ir_strict": "only 1 counts"}
+_TAG_TITLE = re.compile(r'^\s*(?:long_context|doc|document|file|source)\s*:\s*"?([^",]+?)"?'
+                        r'\s*(?:,.*)?$', re.I)
+INSIGHT_SYSTEM = (
+    "You check whether a research report covers a given fact. Score 1 if the report states "
+    "it fully, 0.5 if it states part of it, 0 if it is missing or contradicted."
+)
+DEPTH_SYSTEM = (
+    "You are a harsh reviewer of analytical depth. Score the report from 1 to 10: 1-3 "
+    "restates sources, 4-6 organises and compares, 7-8 explains causes and trade-offs with "
+    "evidence, 9-10 offers original, well-supported insight a specialist would value."
+)
+IF_SYSTEM = (
+    "You check one requirement of the user's request against a research report. Answer "
+    "pass if the report satisfies it, fail otherwise, with one short sentence."
+)
+FA_SCHEMA = {"type": "object", "properties": {
+    "supported": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}},
+    "required": ["supported", "reason"], "additionalProperties": False}
+FA_SYSTEM = (
+    "You check a statement from a report against passages of the source it cites. Be "
+    "lenient: answer supported unless the passages directly contradict the statement or "
+    "contain nothing related to it."
+)
+
+
+def normalise(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return re.sub(r"[\W_]+", " ", text).strip()
+
+
+def _tokens(text: str) -> set[str]:
+    return set(normalise(text).split())
+
+
+def cited_names(ctx: EvalContext) -> list[str]:
+    names: list[str] = []
+    for c in ctx.report.citations:
+        if c.kind == "doc_tag" and c.label:
+            m = _TAG_TITLE.match(c.label)
+            names.append(m.group(1).strip() if m else c.label)
+        elif c.kind == "link" and c.label:
+            names.append(c.label)
+    names += [r.title for r in ctx.report.references if r.title]
+    return list(dict.fromkeys(n for n in names if n.strip()))
+
+
+def match_document(doc: RequiredDocument, cited: list[str], report_text: str) -> str | None:
+    """How ``doc`` is cited (exact/contains/fuzzy/in-text), or None."""
+    wanted = [n for n in (doc.title, doc.file_name) if n]
+    wanted += [n.rsplit(".", 1)[0] for n in wanted if "." in n]
+    wanted_n = [normalise(n) for n in wanted if normalise(n)]
+    cited_n = [normalise(c) for c in cited if normalise(c)]
+    if any(w == c for w in wanted_n for c in cited_n):
+        return "exact"
+    if any(w in c or c in w for w in wanted_n for c in cited_n if min(len(w), len(c)) >= 4):
+        return "contains"
+    for w in wanted_n:
+        wt = set(w.split())
+        for c in cited_n:
+            overlap = len(wt & set(c.split())) / len(wt) if wt else 0
+            if overlap >= 0.6 or difflib.SequenceMatcher(None, w, c).ratio() >= 0.75:
+                return "fuzzy"
+    text_n = normalise(report_text)
+    if any(len(w) >= 4 and w in text_n for w in wanted_n):
+        return "in-text"
+    return None
+
+
+def citation_coverage(ctx: EvalContext) -> dict[str, Any]:
+    docs = ctx.task.required_documents
+    if not docs:
+        return {"score": None, "reason": "task lists no required documents"}
+    cited = cited_names(ctx)
+    rows = [{"title": d.title, "kind": d.kind, "matched": match_document(d, cited, ctx.text)}
+            for d in docs]
+    hit = sum(1 for r in rows if r["matched"])
+    return {"score": round(100.0 * hit / len(docs), 4), "required": len(docs), "cited": hit,
+            "documents": rows}
+
+
+def _insights(judge: Judge, ctx: EvalContext, insights: list[str] | None,
+              report: Any) -> dict[str, Any]:
+    if not insights:
+        return {"score": None, "reason": "no gold insights"}
+    rows = []
+    for insight in insights:
+        value, reason, key = judge_choice(judge, INSIGHT_SYSTEM, report,
+                                          f"Fact: {insight}", [0, 0.5, 1])
+        rows.append({"insight": insight, "score": value, "reason": reason, "ledger_key": key})
+    full = sum(1 for r in rows if r["score"] == 1)
+    return {"score": round(100.0 * full / len(rows), 4), "items": rows}
+
+
+def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
+    by_title = ctx.pages_by_title()
+    titles = list(by_title)
+    claims = []
+    for s in ctx.report.sentences:
+        text = ctx.text[s.start : s.end]
+        cites = ctx.report.citations_in(s.start, s.end)
+        sources: list[Any] = []
+        for c in cites:
+            if c.kind == "doc_tag" and c.label:
+                m = _TAG_TITLE.match(c.label)
+                name = m.group(1).strip() if m else c.label
+                doc = RequiredDocument(name)
+                best = next((t for t in titles if match_document(doc, [t], "")), None)
+                sources.append(("title", name, by_title.get(best) if best else None))
+            for url in c.urls:
+                sources.append(("url", url, ctx.page(url)))
+        if not sources and not any(ch.isdigit() for ch in text):
+            continue  # not a factual sentence for FA: no source and no figure
+        checks = []
+        for _kind, name, page in sources:
+            if page is None or not page.valid:
+                checks.append({"source": name, "supported": False, "reason": "source missing"})
+                continue
+            passages = "\n\n".join(ctx.passages(page, text))
+            messages = [{"role": "system", "content": FA_SYSTEM},
+                        {"role": "user", "content": f"Source: {page.title or name}\n"
+                         f"Passages:\n{passages}\n\nStatement: {text}"}]
+            ans = judge.ask(messages, FA_SCHEMA, max_tokens=96)
+            checks.append({"source": name, "supported": bool(ans.obj["supported"]),
+                           "reason": ans.obj["reason"], "ledger_key": ans.key,
+                           "warc_record_id": page.text_record})
+        ok = bool(checks) and all(c["supported"] for c in checks)
+        claims.append({"claim": text[:300], "start": s.start, "end": s.end,
+                       "supported": ok, "sources": checks})
+    if not claims:
+        return {"score": None, "reason": "no claims"}
+    return {"score": round(100.0 * sum(c["supported"] for c in claims) / len(claims), 4),
+            "claims": claims}
+
+
+def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000) -> dict[str, Any]:
+    report = clip(ctx.text, max_chars)
+    out: dict[str, Any] = {"clipped_chars": report.cut_chars, "rules": dict(RULES)}
+    out["ir_uf"] = _insights(judge, ctx, ctx.task.insights_user_files, report)
+    out["ir_sc"] = _insights(judge, ctx, ctx.task.insights_sandbox, report)
+    out["cc"] = citation_coverage(ctx)
+    out["fa"] = factual_accuracy(judge, ctx)
+    if ctx.task.checklist:
+        checks = judge_checklist(judge, report, ctx.task.checklist, system=IF_SYSTEM)
+        out["if"] = {"score": round(100.0 * sum(c["pass"] for c in checks) / len(checks), 4),
+                     "items": checks}
+    else:
+        out["if"] = {"score": None, "reason": "task has no checklist"}
+    value, reason, key = judge_choice(judge, DEPTH_SYSTEM, report,
+                                      f"Request: {ctx.task.query}\nScore the depth.",
+                                      list(range(1, 11)))
+    out["dq"] = {"score": 10 * value, "raw": value, "reason": reason, "ledger_key": key}
+    dims = ("ir_uf", "ir_sc", "cc", "fa", "if", "dq")
+    out["scores"] = {d: out[d]["score"] for d in dims}
+    present = [v for v in out["scores"].values() if v is not None]
+    out["scores"]["avg"] = round(sum(present) / len(present), 4) if present else None
+    out["null_columns"] = [d for d in dims if out["scores"][d] is None]
+    return out
