@@ -25,6 +25,9 @@ def evaluate_cmd(
     judge_ctx: JudgeCtx = 4096,
     threads: Threads = None,
     seed: Seed = 0,
+    clip_chars: Annotated[int, typer.Option(
+        "--clip-chars", min=500, help="Reports longer than this are cut at a paragraph "
+        "break before judging (recorded).")] = 12_000,
     ledger_mode: Annotated[str, typer.Option(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
     as_json: Annotated[bool, typer.Option("--json", help="Print the run table as JSON.")]
@@ -55,7 +58,7 @@ def evaluate_cmd(
                                             n_ctx=judge_ctx, threads=threads, seed=seed)))
         with progress_bar(not as_json) as progress:
             result = evaluate_bundles(bundles, task, protocols, judges, out, Embedder(),
-                                      progress)
+                                      progress, clip_chars)
     table = result["table"]
     if as_json:
         print_json(table)

@@ -27,6 +27,7 @@ RULES = {
     "c1_empty": "one",
     "v2_no_p2a": "true",
     "fac_no_claims": "undefined",
+    "judge_error": "lowest",
 }
 
 

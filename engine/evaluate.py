@@ -32,7 +32,7 @@ PROTOCOLS = ("dailyreport", "dr3", "deepeval")
 Progress = Callable[[str, int, int], None]
 
 
-def _runner(protocol: str) -> Callable[[Judge, Any], dict[str, Any]]:
+def _runner(protocol: str) -> Callable[[Judge, Any, int], dict[str, Any]]:
     if protocol == "dailyreport":
         from ambereval.engine.protocol_dailyreport import evaluate_dailyreport
         return evaluate_dailyreport
@@ -66,7 +66,8 @@ def _safe(name: str) -> str:
 def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocols: list[str],
                      judges: list[tuple[str, Judge]], out: str | Path,
                      embedder: Embedder | None = None,
-                     progress: Progress | None = None) -> dict[str, Any]:
+                     progress: Progress | None = None,
+                     max_chars: int = 12_000) -> dict[str, Any]:
     progress = progress or (lambda phase, done, total: None)
     out = Path(out)
     tasks = load_tasks(tasks_path)
@@ -92,7 +93,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         for name, judge in judges:
             per_judge[name] = {}
             for protocol, run in runners.items():
-                per_judge[name][protocol] = run(judge, ctx)
+                per_judge[name][protocol] = run(judge, ctx, max_chars)
                 done += 1
                 progress("evaluate", done, total)
         means = {p: _mean_scores([per_judge[n][p].get("scores") or {} for n, _ in judges])
@@ -117,6 +118,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         "seed": judges[0][1].seed if judges else None,
         "embedder": embedder.identity() if embedder else None,
         "rules": _rules(protocols),
+        "report_clip_chars": max_chars,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (out / "run.json").write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
@@ -135,7 +137,7 @@ def _rules(protocols: list[str]) -> dict[str, Any]:
     if "dr3" in protocols:
         rules["dr3"] = dict(DR3_RULES)
     if "deepeval" in protocols:
-        rules["deepeval"] = {"depth_tie_margin": 1, "report_clip_chars": 12_000}
+        rules["deepeval"] = {"depth_tie_margin": 1, "depth_clip_chars": 6000}
     return rules
 
 

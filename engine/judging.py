@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ambereval.engine.task_model import ChecklistItem
+from ambereval.errors import ModelError
 from ambereval.models import Judge
 
 COUNT_TABLE = ((0, 0, 100), (1, 2, 90), (3, 4, 80), (5, 6, 70), (7, 8, 60), (9, 10, 50),
@@ -51,10 +52,18 @@ def _messages(system: str, report: Clipped, ask: str, label: str = "Report") -> 
             {"role": "user", "content": f"{label}:\n{report.text}\n\n{ask}"}]
 
 
+JUDGE_ERROR_RULE = "lowest"  # [our rule] an unusable answer scores the lowest value
+
+
 def _call(judge: Judge, messages: list[dict], schema: dict[str, Any],
-          max_tokens: int) -> tuple[dict[str, Any], str]:
-    answer = judge.ask(messages, schema, max_tokens=max_tokens)
-    return answer.obj, answer.key
+          max_tokens: int) -> tuple[dict[str, Any] | None, str, str | None]:
+    """(answer, ledger key, error). A judge that cannot produce schema-valid JSON for one
+    item does not sink the run: the item is recorded with the error."""
+    try:
+        answer = judge.ask(messages, schema, max_tokens=max_tokens)
+    except ModelError as err:
+        return None, judge.key(messages, schema, max_tokens), str(err)
+    return answer.obj, answer.key, None
 
 
 CHECK_SYSTEM = (
@@ -73,33 +82,42 @@ def judge_checklist(judge: Judge, report: Clipped, items: list[ChecklistItem],
     """One binary verdict per item, with its reason and ledger key."""
     out = []
     for item in items:
-        obj, key = _call(judge, _messages(system, report, f"Requirement: {item.text}"),
-                         CHECK_SCHEMA, 96)
-        out.append({"id": item.id, "text": item.text, "pass": bool(obj["pass"]),
-                    "reason": obj["reason"], "ledger_key": key})
+        obj, key, error = _call(judge, _messages(system, report, f"Requirement: {item.text}"),
+                                CHECK_SCHEMA, 320)
+        row = {"id": item.id, "text": item.text, "pass": bool(obj and obj["pass"]),
+               "reason": obj["reason"] if obj else "", "ledger_key": key}
+        if error:
+            row["error"] = error
+        out.append(row)
     return out
 
 
 def judge_choice(judge: Judge, system: str, report: Clipped, ask: str, values: list[Any],
                  label: str = "Report") -> tuple[Any, str, str]:
-    """A rubric score from a fixed set (e.g. 0/0.5/1 or 1..10); -> (value, reason, key)."""
+    """A rubric score from a fixed set (e.g. 0/0.5/1 or 1..10); -> (value, reason, key).
+    An unusable answer scores the lowest value, its reason saying why."""
     kind = "integer" if all(isinstance(v, int) for v in values) else "number"
     schema = {"type": "object", "properties": {
         "score": {"type": kind, "enum": values},
         "reason": {"type": "string", "maxLength": 240}},
         "required": ["reason", "score"], "additionalProperties": False}
-    obj, key = _call(judge, _messages(system, report, ask, label), schema, 128)
+    obj, key, error = _call(judge, _messages(system, report, ask, label), schema, 360)
+    if obj is None:
+        return min(values), f"judge error: {error}", key
     return obj["score"], obj["reason"], key
 
 
 def judge_list(judge: Judge, system: str, report: Clipped, ask: str,
-               max_items: int = 25) -> tuple[list[str], str]:
-    """A list of short findings (contradictions, uncited claims); -> (items, key)."""
+               max_items: int = 20) -> tuple[list[str] | None, str]:
+    """A list of short findings (contradictions, uncited claims); -> (items, key).
+    ``None`` when the judge could not answer (the dimension is then null, not 100)."""
     schema = {"type": "object", "properties": {
         "items": {"type": "array", "maxItems": max_items,
-                  "items": {"type": "string", "maxLength": 200}}},
+                  "items": {"type": "string", "maxLength": 160}}},
         "required": ["items"], "additionalProperties": False}
-    obj, key = _call(judge, _messages(system, report, ask), schema, 40 * max_items)
+    obj, key, _ = _call(judge, _messages(system, report, ask), schema, 170 * max_items + 40)
+    if obj is None:
+        return None, key
     items = [i.strip() for i in obj["items"] if i.strip()]
     return list(dict.fromkeys(items)), key
 
@@ -128,7 +146,11 @@ def pairwise_depth(judge: Judge, query: str, target: str, baseline: str,
         messages = [{"role": "system", "content": DEPTH_SYSTEM},
                     {"role": "user", "content": f"Request: {query}\n\nReport 1:\n{first.text}"
                                                 f"\n\nReport 2:\n{second.text}"}]
-        obj, key = _call(judge, messages, schema, 160)
+        obj, key, error = _call(judge, messages, schema, 200)
+        if obj is None:
+            games.append({"order": order, "outcome": "error", "error": error,
+                          "ledger_key": key})
+            continue
         t_scores, b_scores = ((obj["report_1"], obj["report_2"]) if order == "target_first"
                               else (obj["report_2"], obj["report_1"]))
         t_total, b_total = sum(t_scores.values()), sum(b_scores.values())
@@ -139,7 +161,8 @@ def pairwise_depth(judge: Judge, query: str, target: str, baseline: str,
     wins = sum(1 for g in games if g["outcome"] == "win")
     losses = sum(1 for g in games if g["outcome"] == "loss")
     return {"games": games, "wins": wins, "losses": losses,
-            "ties": len(games) - wins - losses, "win_rate": win_rate(wins, losses),
+            "ties": sum(1 for g in games if g["outcome"] == "tie"),
+            "win_rate": win_rate(wins, losses),
             "clipped_chars": a.cut_chars + b.cut_chars}
 
 

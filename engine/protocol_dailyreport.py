@@ -15,6 +15,7 @@ from ambereval.engine.dailyreport_math import SubtaskScore, aggregate
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import clip, judge_choice
 from ambereval.engine.verification import verify_claims
+from ambereval.errors import ModelError
 from ambereval.models import Judge
 
 INS_SYSTEM = (
@@ -51,7 +52,11 @@ def _assign(judge: Judge, claims: list[Any], questions: list[tuple[str, str]],
         messages = [{"role": "system", "content": ASSIGN_SYSTEM},
                     {"role": "user", "content": f"Questions:\n{listing}\n\n"
                                                 f"Claim: {claim.text}"}]
-        ans = judge.ask(messages, schema, max_tokens=16)
+        try:
+            ans = judge.ask(messages, schema, max_tokens=16)
+        except ModelError:  # unassigned: the claim counts for no subtask
+            out[claim.id] = (None, judge.key(messages, schema, 16))
+            continue
         n = ans.obj["question"]
         out[claim.id] = (questions[n - 1][0] if n else None, ans.key)
     return out

@@ -22,6 +22,7 @@ from ambereval.engine.judging import (
     pairwise_depth,
 )
 from ambereval.engine.report import REF_HEADINGS, Report, _clean_heading
+from ambereval.errors import ModelError
 from ambereval.models import Judge
 
 PRESENTATION_ITEMS = {
@@ -139,9 +140,8 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
                      "for a research request, from its title and opening."},
                     {"role": "user", "content": f"Request: {ctx.task.query}\n\nPage title: "
                      f"{page.title or '-'}\nOpening:\n{head}"}]
-        rel = judge.ask(messages, RELEVANCE_SCHEMA, max_tokens=24)
-        entry["relevance_key"] = rel.key
-        if not rel.obj["relevant"]:
+        rel, entry["relevance_key"] = _ask(judge, messages, RELEVANCE_SCHEMA, 24)
+        if rel is None or not rel["relevant"]:
             e2 += 1
             entry.update(error="E2", reason="irrelevant")
             urls.append(entry)
@@ -153,11 +153,11 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
                          "support the statement from a report. Use only the passages."},
                         {"role": "user", "content": f"Passages from {page.url}:\n{passages}"
                          f"\n\nStatement: {claim}"}]
-            ans = judge.ask(messages, SUPPORT_SCHEMA, max_tokens=96)
-            ok = bool(ans.obj["supported"])
+            ans, key = _ask(judge, messages, SUPPORT_SCHEMA, 280)
+            ok = bool(ans and ans["supported"])
             supported += ok
             e3 += not ok
-            verdicts.append({"claim": claim[:300], "supported": ok, "ledger_key": ans.key,
+            verdicts.append({"claim": claim[:300], "supported": ok, "ledger_key": key,
                              "warc_record_id": page.text_record})
         entry["pairs"] = verdicts
         urls.append(entry)
@@ -166,14 +166,29 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
             "pairs": pairs, "supported_pairs": supported, "urls": urls}
 
 
+def _counted(found: list[str] | None, key: str) -> dict[str, Any]:
+    if found is None:
+        return {"score": None, "reason": "judge error", "ledger_key": key}
+    return {"score": count_to_score(len(found)), "count": len(found), "items": found,
+            "ledger_key": key}
+
+
+def _ask(judge: Judge, messages: list[dict[str, str]], schema: dict[str, Any],
+         max_tokens: int) -> tuple[dict[str, Any] | None, str]:
+    try:
+        answer = judge.ask(messages, schema, max_tokens=max_tokens)
+    except ModelError:
+        return None, judge.key(messages, schema, max_tokens)
+    return answer.obj, answer.key
+
+
 def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
     out: dict[str, Any] = {"clipped_chars": report.cut_chars}
     out["presentation"] = presentation(judge, ctx, report)
     found, key = judge_list(judge, CONSISTENCY_SYSTEM, report,
                             "List the report's internal contradictions.")
-    out["consistency"] = {"score": count_to_score(len(found)), "count": len(found),
-                          "items": found, "ledger_key": key}
+    out["consistency"] = _counted(found, key)
     if ctx.task.checklist:
         checks = judge_checklist(judge, report, ctx.task.checklist)
         out["coverage"] = {"score": round(100.0 * sum(c["pass"] for c in checks) / len(checks),
@@ -191,8 +206,7 @@ def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000) -
         out["depth"] = {"score": None, "reason": why}
     found, key = judge_list(judge, ASSOCIATION_SYSTEM, report,
                             "List the factual claims with a missing or mismatched citation.")
-    out["citation_association"] = {"score": count_to_score(len(found)), "count": len(found),
-                                   "items": found, "ledger_key": key}
+    out["citation_association"] = _counted(found, key)
     out["citation_accuracy"] = citation_accuracy(judge, ctx)
     dims = ("presentation", "consistency", "coverage", "depth", "citation_association",
             "citation_accuracy")

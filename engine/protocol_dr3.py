@@ -19,6 +19,7 @@ from typing import Any
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import clip, judge_checklist, judge_choice
 from ambereval.engine.task_model import RequiredDocument
+from ambereval.errors import ModelError
 from ambereval.models import Judge
 
 RULES = {"cc_fuzzy": "token-overlap>=0.6|similarity>=0.75", "fa_claims": "cited-sentences",
@@ -144,7 +145,13 @@ def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
             messages = [{"role": "system", "content": FA_SYSTEM},
                         {"role": "user", "content": f"Source: {page.title or name}\n"
                          f"Passages:\n{passages}\n\nStatement: {text}"}]
-            ans = judge.ask(messages, FA_SCHEMA, max_tokens=96)
+            try:
+                ans = judge.ask(messages, FA_SCHEMA, max_tokens=280)
+            except ModelError as err:
+                checks.append({"source": name, "supported": False,
+                               "reason": f"judge error: {err}",
+                               "ledger_key": judge.key(messages, FA_SCHEMA, 280)})
+                continue
             checks.append({"source": name, "supported": bool(ans.obj["supported"]),
                            "reason": ans.obj["reason"], "ledger_key": ans.key,
                            "warc_record_id": page.text_record})

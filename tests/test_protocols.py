@@ -96,6 +96,7 @@ def test_deepeval_arithmetic_with_a_scripted_judge(tmp_path: Path, embedder: Emb
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["judges"] == {"s": {"name": "scripted-v1"}}
     assert manifest["rules"]["deepeval"]["depth_tie_margin"] == 1
+    assert manifest["report_clip_chars"] == 12_000
 
 
 def test_depth_null_without_baseline(tmp_path: Path, embedder: Embedder) -> None:
@@ -222,3 +223,59 @@ def test_evaluate_bad_inputs(tmp_path: Path) -> None:
     done = run_amber("evaluate", str(bundle), "--task", str(tasks), "--out",
                      str(tmp_path / "run"))
     assert done.returncode == 2 and "'instruction' is a required property" in done.stderr
+
+
+@pytest.mark.slow
+def test_deepeval_real_judge_on_a_real_report_and_replay(tmp_path: Path) -> None:
+    bundle, tasks = lrb_bundle(tmp_path, "infocoBp2TDUwPt62Iqzak")
+    args = ["evaluate", str(bundle), "--task", str(tasks), "--protocol", "deepeval", "--out",
+            str(tmp_path / "run"), "--clip-chars", "2500", "--judge-ctx", "2048", "--json"]
+    done = run_amber(*args)
+    assert done.returncode == 0, done.stderr
+    table = json.loads(done.stdout)
+    row = table["rows"][0]
+    for dim in ("presentation", "consistency", "coverage", "depth", "citation_association",
+                "citation_accuracy"):
+        value = row[f"deepeval.{dim}"]
+        assert value is None or 0 <= value <= 100
+    assert row["deepeval.citation_accuracy"] == 0.0  # nothing captured: every URL is E1
+    replay = run_amber(*args[:-1], "--ledger-mode", "replay", "--json")
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads(replay.stdout) == table
+
+
+@pytest.mark.slow
+def test_dr3_real_judge(tmp_path: Path) -> None:
+    bundle, tasks = dr3_setup(tmp_path)
+    done = run_amber("evaluate", str(bundle), "--task", str(tasks), "--protocol", "dr3",
+                     "--out", str(tmp_path / "run"), "--judge-ctx", "2048", "--json")
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)["rows"][0]
+    assert row["dr3.cc"] == 100.0
+    for dim in ("ir_uf", "ir_sc", "fa", "if", "dq", "avg"):
+        assert 0 <= row[f"dr3.{dim}"] <= 100
+
+
+@pytest.mark.slow
+def test_dailyreport_real_judge(tmp_path: Path, web: FakeWeb) -> None:
+    report = tmp_path / "landmarks.md"
+    report.write_text((FIXTURES / "report.md").read_text().replace("{ORIGIN}", web.origin_url))
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps({"id": "landmarks", "query": "Landmarks brief",
+                                 "report": "landmarks.md", "subtasks": [
+        {"id": "s1", "instruction": "Gives the Eiffel Tower's completion year.",
+         "factuality": ["When was the Eiffel Tower completed?"], "importance": "P0"},
+        {"id": "s2", "instruction": "Describes the Rhine.", "importance": "P1",
+         "rationality": "Explains why the Rhine matters."}]}))
+    bundle = tmp_path / "bundle"
+    done = run_amber("snapshot", "report", str(report), "--out", str(bundle), "--extractor",
+                     "sentences", "--top-k", "0", "--reader", "direct", "--task", str(tasks),
+                     "--retries", "1")
+    assert done.returncode == 0, done.stderr
+    done = run_amber("evaluate", str(bundle), "--task", str(tasks), "--protocol",
+                     "dailyreport", "--out", str(tmp_path / "run"), "--judge-ctx", "2048")
+    assert done.returncode == 0, done.stderr
+    [path] = (tmp_path / "run" / "reports").glob("*.json")
+    result = json.loads(path.read_text())["judges"]["default"]["dailyreport"]
+    assert result["scores"]["user_pref"] in (1, 2, 3, 4)
+    assert 0 <= result["scores"]["ins"] <= 1
