@@ -30,6 +30,7 @@ class Completion:
     raw: str
     usage: dict[str, int]
     truncation: dict[str, Any] | None = None
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,8 @@ class Judge:
         key = content_key(request)
         if self.ledger is not None and self.ledger.mode in ("reuse", "replay"):
             hit = self.ledger.get(key)
+            if hit is not None and hit.get("error"):
+                raise ModelError(hit["error"])  # the same unusable answer, replayed
             if hit is not None:
                 usage = {"prompt_tokens": hit["prompt_tokens"] or 0,
                          "completion_tokens": hit["completion_tokens"] or 0}
@@ -131,7 +134,18 @@ class Judge:
         start = time.perf_counter()
         completion = self.backend.complete(messages, schema, max_tokens, self.seed)
         seconds = time.perf_counter() - start
-        obj = parse_against(completion.raw, schema)
+        try:
+            obj = parse_against(completion.raw, schema)
+        except ModelError as bad:
+            problem = bad
+            if completion.finish_reason == "length":
+                problem = ModelError(f"judge output was cut at max_tokens={max_tokens} "
+                                     "before the JSON closed",
+                                     hint="raise max_tokens or bound the schema's lengths")
+            if self.ledger is not None:
+                self.ledger.put(key, request, completion.raw, None, completion.usage,
+                                completion.truncation, seconds, error=str(problem))
+            raise problem from None
         self.calls += 1
         self.prompt_tokens += completion.usage.get("prompt_tokens", 0)
         if self.ledger is not None:

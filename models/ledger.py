@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS calls (
   parsed TEXT NOT NULL,          -- the parsed JSON object
   prompt_tokens INTEGER, completion_tokens INTEGER,
   truncation TEXT,               -- JSON: what the context rule cut, or NULL
-  seconds REAL, created TEXT NOT NULL);
+  seconds REAL, created TEXT NOT NULL,
+  error TEXT);                   -- why the answer was unusable (replayed as the same error)
 """
 
 
@@ -69,16 +70,17 @@ class Ledger:
         return dict(row) if row else None
 
     def put(self, key: str, request: dict[str, Any], response: str, parsed: Any,
-            usage: dict[str, int], truncation: dict[str, Any] | None, seconds: float) -> None:
+            usage: dict[str, int], truncation: dict[str, Any] | None, seconds: float,
+            error: str | None = None) -> None:
         verb = "INSERT OR REPLACE" if self.mode == "record" else "INSERT OR IGNORE"
         model = request.get("model", {})
         self._conn().execute(
-            f"{verb} INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"{verb} INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [key, request.get("backend", ""), model.get("sha256") or model.get("name", ""),
              canonical_json(request), response, canonical_json(parsed),
              usage.get("prompt_tokens"), usage.get("completion_tokens"),
              canonical_json(truncation) if truncation else None, seconds,
-             datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")])
+             datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), error])
 
     def count(self) -> int:
         return self._conn().execute("SELECT COUNT(*) FROM calls").fetchone()[0]

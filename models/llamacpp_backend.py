@@ -150,9 +150,7 @@ class LlamaCppBackend:
                 prompt, max_tokens=max_tokens, temperature=0.0, top_k=1, top_p=1.0,
                 min_p=0.0, repeat_penalty=1.0, seed=seed, grammar=grammar, stop=stops)
         usage = out["usage"]
-        if out["choices"][0].get("finish_reason") == "length":
-            raise ModelError(f"judge output was cut at max_tokens={max_tokens} before the JSON "
-                             "closed", hint="raise max_tokens or bound the schema's lengths")
         return Completion(out["choices"][0]["text"],
                           {"prompt_tokens": usage["prompt_tokens"],
-                           "completion_tokens": usage["completion_tokens"]}, trunc)
+                           "completion_tokens": usage["completion_tokens"]}, trunc,
+                          out["choices"][0].get("finish_reason"))

@@ -81,6 +81,7 @@ class OpenAIBackend:
                 continue
             usage = data.get("usage") or {}
             return Completion(raw, {"prompt_tokens": int(usage.get("prompt_tokens", 0)),
-                                    "completion_tokens": int(usage.get("completion_tokens", 0))})
+                                    "completion_tokens": int(usage.get("completion_tokens", 0))},
+                              None, data["choices"][0].get("finish_reason"))
         raise ModelError(f"judge server {self.base_url} failed after {self.attempts} attempts: "
                          f"{problem}", hint="check --judge-url and that the server is up")

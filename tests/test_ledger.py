@@ -95,3 +95,19 @@ def test_concurrent_writers_do_not_corrupt(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     judge = Judge(CountingBackend(), ledger)
     assert ask(judge, "w3-39" + "x" * 39) == len("w3-39") + 39
+
+
+class GarbleBackend(CountingBackend):
+    def complete(self, messages, schema, max_tokens, seed):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return Completion('{"v": "not a number"}', {"prompt_tokens": 1, "completion_tokens": 1})
+
+
+def test_unusable_answers_are_recorded_and_replayed_as_the_same_error(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    backend = GarbleBackend()
+    with pytest.raises(ModelError, match="does not match the schema") as first:
+        ask(Judge(backend, Ledger(path, "reuse")), "abc")
+    with pytest.raises(ModelError) as replayed:
+        ask(Judge(backend, Ledger(path, "replay")), "abc")
+    assert str(replayed.value) == str(first.value) and backend.calls == 1
