@@ -69,6 +69,11 @@ class ModelError(AmberError):
     exit_code = 1
 
 
+class PromptError(ModelError):
+    """A request the model can never answer as asked (prompt too long for the context, a
+    schema it cannot enforce): deterministic, so the ledger records and replays it."""
+
+
 class LedgerMiss(AmberError):
     """``--ledger-mode replay`` met a request the ledger does not hold."""
 

@@ -19,12 +19,14 @@ def dailyreport_cmd(
     scores: Annotated[Path, typer.Argument(help='{"subtasks": [{id, importance, group?, ins, '
                                                 'fac?, rat?}]}')],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    rule: Annotated[list[str] | None, typer.Option(
+        "--rule", help="Switch an [our rule], e.g. c1_empty=zero (repeatable).")] = None,
 ) -> None:
     """Ins, Fac, Rat (cascade), SubTask Pass, UserPref (Algorithm 1) and every o_k.
 
     Example: amber aggregate dailyreport scores.json --json
     """
-    from ambereval.engine.dailyreport_math import aggregate, parse_scores
+    from ambereval.engine.dailyreport_math import aggregate, parse_rules, parse_scores
     from ambereval.errors import InputError
 
     with handled():
@@ -34,7 +36,8 @@ def dailyreport_cmd(
             doc = json.loads(scores.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise InputError(f"{scores}: not valid JSON ({exc})") from None
-        result = aggregate(parse_scores(doc, str(scores)))
+        rules = parse_rules(rule)
+        result = aggregate(parse_scores(doc, str(scores)), rules)
     if as_json:
         print_json(result)
         return

@@ -30,6 +30,9 @@ def evaluate_cmd(
         "break before judging (recorded).")] = 12_000,
     ledger_mode: Annotated[str, typer.Option(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
+    rule: Annotated[list[str] | None, typer.Option(
+        "--rule", help="Switch an [our rule] of PROTOCOLS.md, e.g. c1_empty=zero "
+        "(repeatable; recorded in manifest.json).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run table as JSON.")]
     = False,
 ) -> None:
@@ -44,6 +47,9 @@ def evaluate_cmd(
 
     install_offline_guard()
     with handled():
+        from ambereval.engine.dailyreport_math import parse_rules
+
+        rules = parse_rules(rule)
         protocols = list(PROTOCOLS) if protocol == "all" else [protocol]
         if any(p not in PROTOCOLS for p in protocols):
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
@@ -58,7 +64,7 @@ def evaluate_cmd(
                                             n_ctx=judge_ctx, threads=threads, seed=seed)))
         with progress_bar(not as_json) as progress:
             result = evaluate_bundles(bundles, task, protocols, judges, out, Embedder(),
-                                      progress, clip_chars)
+                                      progress, clip_chars, rules)
     table = result["table"]
     if as_json:
         print_json(table)

@@ -22,13 +22,33 @@ from ambereval.errors import InputError
 
 IMPORTANCE = ("P0", "P1", "P2(a)", "P2")
 INS_VALUES = (0, 0.5, 1)
-RULES = {
-    "o_rule": "mean-of-present",
-    "c1_empty": "one",
-    "v2_no_p2a": "true",
-    "fac_no_claims": "undefined",
-    "judge_error": "lowest",
+# Every [our rule] of PROTOCOLS.md §1: name -> (default, allowed values). The defaults are
+# the contract; a user who disagrees switches one with ``--rule name=value``.
+RULE_CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "o_rule": ("mean-of-present", ("mean-of-present", "missing-as-zero")),
+    "c1_empty": ("one", ("one", "zero")),
+    "v2_no_p2a": ("true", ("true", "false")),
+    "fac_no_claims": ("undefined", ("undefined", "zero")),
+    "reference_accuracy": ("valid-and-correct", ("valid-and-correct", "correct")),
+    "judge_error": ("lowest", ("lowest",)),
 }
+RULES = {name: default for name, (default, _) in RULE_CHOICES.items()}
+
+
+def parse_rules(pairs: list[str] | None) -> dict[str, str]:
+    """``["c1_empty=zero", ...]`` -> the full rule set, defaults filled in."""
+    rules = dict(RULES)
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or name not in RULE_CHOICES:
+            known = ", ".join(sorted(RULE_CHOICES))
+            raise InputError(f"unknown rule {pair!r} (rules: {known})")
+        allowed = RULE_CHOICES[name][1]
+        if value not in allowed:
+            raise InputError(f"rule {name} must be one of {', '.join(allowed)} (got {value!r})")
+        rules[name] = value
+    return rules
 
 
 @dataclass(frozen=True)
@@ -45,7 +65,9 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def o_score(s: SubtaskScore) -> float:
+def o_score(s: SubtaskScore, rules: dict[str, str] | None = None) -> float:
+    if (rules or RULES)["o_rule"] == "missing-as-zero":  # Eq. 5 read literally
+        return 0.5 * s.ins * ((s.fac or 0.0) + (s.rat or 0.0))
     present = [v for v in (s.fac, s.rat) if v is not None]
     if len(present) == 2:
         return 0.5 * s.ins * (present[0] + present[1])
@@ -58,8 +80,10 @@ def passed(s: SubtaskScore) -> bool:
     return s.ins == 1 and (s.fac is None or s.fac == 1) and (s.rat is None or s.rat == 1)
 
 
-def user_pref(subtasks: list[SubtaskScore], o: dict[str, float]) -> int:
+def user_pref(subtasks: list[SubtaskScore], o: dict[str, float],
+              rules: dict[str, str] | None = None) -> int:
     """Algorithm 1: 4 (all perfect), 3, 2, or 1."""
+    rules = rules or RULES
     if subtasks and all(o[s.id] == 1 for s in subtasks):
         return 4
     s0 = [o[s.id] for s in subtasks if s.importance == "P0"]
@@ -70,25 +94,27 @@ def user_pref(subtasks: list[SubtaskScore], o: dict[str, float]) -> int:
             groups.setdefault(s.group or "", []).append(o[s.id])
     g = [_mean(v) for _, v in sorted(groups.items())]
     c0 = _mean(s0) if s0 else 1.0
-    c1 = _mean(s1 + g) if (s1 or g) else 1.0
+    c1 = _mean(s1 + g) if (s1 or g) else (1.0 if rules["c1_empty"] == "one" else 0.0)
     if c0 == 0 or c1 < 0.3 or (c0 < 0.5 and c1 < 0.5):
         return 1
     v1 = all(v > 0 for v in s1)
     p2a = [v for values in groups.values() for v in values]
-    v2 = any(v > 0 for v in p2a) if p2a else True
+    v2 = any(v > 0 for v in p2a) if p2a else rules["v2_no_p2a"] == "true"
     if c0 >= 0.5 and v1 and v2 and c1 >= 0.7:
         return 3
     return 2
 
 
-def aggregate(subtasks: list[SubtaskScore]) -> dict[str, Any]:
+def aggregate(subtasks: list[SubtaskScore],
+              rules: dict[str, str] | None = None) -> dict[str, Any]:
     """Ins, Fac, Rat, SubTask Pass, UserPref and o_k from per-subtask scores."""
+    rules = rules or dict(RULES)
     if not subtasks:
         raise InputError("no subtasks to aggregate")
     n = len(subtasks)
     fac_den = sum(s.ins for s in subtasks if s.fac is not None)
     rat_den = sum(s.ins for s in subtasks if s.rat is not None)
-    o = {s.id: o_score(s) for s in subtasks}
+    o = {s.id: o_score(s, rules) for s in subtasks}
     return {
         "ins": sum(s.ins for s in subtasks) / n,
         "fac": (sum(s.ins * s.fac for s in subtasks if s.fac is not None) / fac_den
@@ -96,9 +122,9 @@ def aggregate(subtasks: list[SubtaskScore]) -> dict[str, Any]:
         "rat": (sum(s.ins * s.rat for s in subtasks if s.rat is not None) / rat_den
                 if rat_den else None),
         "subtask_pass": sum(1 for s in subtasks if passed(s)) / n,
-        "user_pref": user_pref(subtasks, o),
+        "user_pref": user_pref(subtasks, o, rules),
         "o": o,
-        "rules": dict(RULES),
+        "rules": dict(rules),
     }
 
 

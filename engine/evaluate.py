@@ -32,7 +32,7 @@ PROTOCOLS = ("dailyreport", "dr3", "deepeval")
 Progress = Callable[[str, int, int], None]
 
 
-def _runner(protocol: str) -> Callable[[Judge, Any, int], dict[str, Any]]:
+def _runner(protocol: str) -> Callable[..., dict[str, Any]]:
     if protocol == "dailyreport":
         from ambereval.engine.protocol_dailyreport import evaluate_dailyreport
         return evaluate_dailyreport
@@ -67,7 +67,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
                      judges: list[tuple[str, Judge]], out: str | Path,
                      embedder: Embedder | None = None,
                      progress: Progress | None = None,
-                     max_chars: int = 12_000) -> dict[str, Any]:
+                     max_chars: int = 12_000,
+                     rules: dict[str, str] | None = None) -> dict[str, Any]:
     progress = progress or (lambda phase, done, total: None)
     out = Path(out)
     tasks = load_tasks(tasks_path)
@@ -93,7 +94,10 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         for name, judge in judges:
             per_judge[name] = {}
             for protocol, run in runners.items():
-                per_judge[name][protocol] = run(judge, ctx, max_chars)
+                if protocol == "dailyreport":
+                    per_judge[name][protocol] = run(judge, ctx, max_chars, rules)
+                else:
+                    per_judge[name][protocol] = run(judge, ctx, max_chars)
                 done += 1
                 progress("evaluate", done, total)
         means = {p: _mean_scores([per_judge[n][p].get("scores") or {} for n, _ in judges])
@@ -117,7 +121,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         "judges": {n: j.backend.identity()["model"] for n, j in judges},
         "seed": judges[0][1].seed if judges else None,
         "embedder": embedder.identity() if embedder else None,
-        "rules": _rules(protocols),
+        "rules": _rules(protocols, rules),
         "report_clip_chars": max_chars,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -126,14 +130,15 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     return {"manifest": manifest, "table": table, "reports": results}
 
 
-def _rules(protocols: list[str]) -> dict[str, Any]:
+def _rules(protocols: list[str], chosen: dict[str, str] | None) -> dict[str, Any]:
     from ambereval.engine.dailyreport_math import RULES as DR_RULES
     from ambereval.engine.protocol_dr3 import RULES as DR3_RULES
     from ambereval.engine.verification import VerifyOptions
 
     rules: dict[str, Any] = {}
     if "dailyreport" in protocols:
-        rules["dailyreport"] = {**DR_RULES, "verify": VerifyOptions().as_dict()}
+        rules["dailyreport"] = {**DR_RULES, **(chosen or {}),
+                                "verify": VerifyOptions().as_dict()}
     if "dr3" in protocols:
         rules["dr3"] = dict(DR3_RULES)
     if "deepeval" in protocols:

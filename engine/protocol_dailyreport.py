@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ambereval.engine.dailyreport_math import SubtaskScore, aggregate
+from ambereval.engine.dailyreport_math import RULES, SubtaskScore, aggregate
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import clip, judge_choice
 from ambereval.engine.verification import verify_claims
@@ -62,7 +62,8 @@ def _assign(judge: Judge, claims: list[Any], questions: list[tuple[str, str]],
     return out
 
 
-def reference_metrics(verdicts: list[dict[str, Any]], cited: dict[str, bool]) -> dict[str, Any]:
+def reference_metrics(verdicts: list[dict[str, Any]], cited: dict[str, bool],
+                      accuracy_rule: str = "valid-and-correct") -> dict[str, Any]:
     def ratio(a: int, b: int) -> float | None:
         return round(a / b, 6) if b else None
 
@@ -76,14 +77,16 @@ def reference_metrics(verdicts: list[dict[str, Any]], cited: dict[str, bool]) ->
                                       len(without)),
         "refer_claim_consistency": ratio(sum(p["label"] == "support" for _, p in pairs),
                                          len(pairs)),
-        "reference_accuracy": ratio(sum(1 for v, p in pairs if p["reason"] == "judged"
-                                        and v["verdict"] == "Correct"), len(pairs)),
+        "reference_accuracy": ratio(sum(
+            1 for v, p in pairs if v["verdict"] == "Correct"
+            and (accuracy_rule == "correct" or p["reason"] == "judged")), len(pairs)),
         "pairs": len(pairs),
     }
 
 
-def evaluate_dailyreport(judge: Judge, ctx: EvalContext,
-                         max_chars: int = 12_000) -> dict[str, Any]:
+def evaluate_dailyreport(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
+                         rules: dict[str, str] | None = None) -> dict[str, Any]:
+    rules = rules or dict(RULES)
     task = ctx.task
     if not task.subtasks:
         return {"scores": None, "reason": "task has no subtasks (DailyReport needs them)"}
@@ -111,6 +114,7 @@ def evaluate_dailyreport(judge: Judge, ctx: EvalContext,
                 fac = sum(c["verdict"] == "Correct" for c in row["claims"]) / len(row["claims"])
             else:
                 row["fac_status"] = "no_claims"
+                fac = 0.0 if rules["fac_no_claims"] == "zero" else None
         rat = None
         if sub.rationality:
             rat, r_reason, r_key = judge_choice(judge, RAT_SYSTEM, report,
@@ -120,12 +124,13 @@ def evaluate_dailyreport(judge: Judge, ctx: EvalContext,
         rows.append(row)
         scores.append(SubtaskScore(sub.id, sub.importance, float(ins), fac,
                                    None if rat is None else float(rat), sub.group))
-    agg = aggregate(scores)
+    agg = aggregate(scores, rules)
     cited = {c.id: bool(c.cited or c.extra.get("citations")) for c in ctx.claims}
     return {
         "subtasks": rows,
         "scores": {k: agg[k] for k in ("ins", "fac", "rat", "subtask_pass", "user_pref")},
         "o": agg["o"], "rules": agg["rules"],
-        "reference_metrics": reference_metrics(list(verdicts.values()), cited),
+        "reference_metrics": reference_metrics(list(verdicts.values()), cited,
+                                               rules["reference_accuracy"]),
         "verification": verification["summary"],
     }

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import jsonschema
 
-from ambereval.errors import LedgerMiss, ModelError
+from ambereval.errors import LedgerMiss, ModelError, PromptError
 from ambereval.models.canonical import canonical_json, content_key
 from ambereval.models.ledger import Ledger
 
@@ -132,7 +132,12 @@ class Judge:
                                  f"{self.ledger.path} (last message starts {first})",
                                  hint="rerun with --ledger-mode reuse to fill it")
         start = time.perf_counter()
-        completion = self.backend.complete(messages, schema, max_tokens, self.seed)
+        try:
+            completion = self.backend.complete(messages, schema, max_tokens, self.seed)
+        except PromptError as err:  # deterministic: record it so a replay says the same
+            if self.ledger is not None:
+                self.ledger.put(key, request, "", None, {}, None, 0.0, error=str(err))
+            raise
         seconds = time.perf_counter() - start
         try:
             obj = parse_against(completion.raw, schema)

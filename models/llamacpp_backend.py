@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ambereval.errors import ModelError
+from ambereval.errors import ModelError, PromptError
 from ambereval.models.gguf import read_metadata
 from ambereval.models.judge import Completion, Message
 from ambereval.models.registry import file_sha256
@@ -86,7 +86,7 @@ class LlamaCppBackend:
             try:
                 self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
             except Exception as err:  # llama.cpp raises plain errors for unsupported schemas
-                raise ModelError(f"the schema cannot be enforced by llama.cpp: {err}") from None
+                raise PromptError(f"the schema cannot be enforced by llama.cpp: {err}") from None
         return self._grammars[key]
 
     # -- prompting ---------------------------------------------------------------------
@@ -102,12 +102,15 @@ class LlamaCppBackend:
     def fit(self, messages: list[Message], max_tokens: int) -> tuple[list[Message], dict | None]:
         """Apply the context rule; returns the messages to send and what was cut."""
         budget = self.n_ctx - max_tokens
+        if budget <= 0:
+            raise PromptError(f"max_tokens={max_tokens} leaves no room for a prompt in a "
+                              f"context of {self.n_ctx} tokens", hint="raise --judge-ctx")
         prompt, _ = self.render(messages)
         if self.count(prompt) <= budget:
             return messages, None
         users = [i for i, m in enumerate(messages) if m["role"] == "user"]
         if not users:
-            raise ModelError(f"prompt does not fit the context of {self.n_ctx} tokens")
+            raise PromptError(f"prompt does not fit the context of {self.n_ctx} tokens")
         idx = max(users, key=lambda i: len(messages[i]["content"]))
         original = messages[idx]["content"]
         paragraphs = original.split("\n\n")
@@ -133,8 +136,8 @@ class LlamaCppBackend:
                     hi = mid - 1
             text = text[:lo].rsplit(" ", 1)[0] + CUT_MARK
             if lo == 0 or not fits(text):
-                raise ModelError(f"prompt does not fit the context of {self.n_ctx} tokens "
-                                 "even with the evidence cut", hint="raise --judge-ctx")
+                raise PromptError(f"prompt does not fit the context of {self.n_ctx} tokens "
+                                  "even with the evidence cut", hint="raise --judge-ctx")
         trunc = {"message": idx, "dropped_paragraphs": dropped,
                  "kept_chars": len(text), "cut_chars": len(original) - len(text),
                  "rule": "drop-trailing-paragraphs-v1"}

@@ -98,3 +98,24 @@ def test_aggregate_cli(tmp_path: Path) -> None:
     bad.write_text('{"subtasks": [{"id": "q", "importance": "P7", "ins": 1}]}')
     done = run_amber("aggregate", "dailyreport", str(bad))
     assert done.returncode == 2 and "subtask 'q'" in done.stderr
+
+
+def test_our_rules_can_be_switched() -> None:
+    from ambereval.engine.dailyreport_math import parse_rules
+
+    only_p2 = [S("a", "P2", 0.5), S("b", "P2", 1)]
+    assert aggregate(only_p2)["user_pref"] == 3
+    assert aggregate(only_p2, parse_rules(["c1_empty=zero"]))["user_pref"] == 1
+    one_rubric = [S("a", "P0", 1, fac=0.8)]
+    assert aggregate(one_rubric)["o"] == {"a": 0.8}
+    assert aggregate(one_rubric, parse_rules(["o_rule=missing-as-zero"]))["o"] == {"a": 0.4}
+    no_p2a = [S("a", "P0", 1, fac=0.9), S("b", "P1", 1, fac=0.9)]
+    assert aggregate(no_p2a)["user_pref"] == 3
+    assert aggregate(no_p2a, parse_rules(["v2_no_p2a=false"]))["user_pref"] == 2
+    assert aggregate(no_p2a, parse_rules(["v2_no_p2a=false"]))["rules"]["v2_no_p2a"] == "false"
+    with pytest.raises(InputError, match="unknown rule 'c9=x'"):
+        parse_rules(["c9=x"])
+    with pytest.raises(InputError, match="c1_empty must be one of one, zero"):
+        parse_rules(["c1_empty=maybe"])
+    done = run_amber("aggregate", "dailyreport", "/nonexistent.json", "--rule", "c1_empty=x")
+    assert done.returncode == 2

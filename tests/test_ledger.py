@@ -111,3 +111,21 @@ def test_unusable_answers_are_recorded_and_replayed_as_the_same_error(tmp_path: 
     with pytest.raises(ModelError) as replayed:
         ask(Judge(backend, Ledger(path, "replay")), "abc")
     assert str(replayed.value) == str(first.value) and backend.calls == 1
+
+
+class TooLong(CountingBackend):
+    def complete(self, messages, schema, max_tokens, seed):  # type: ignore[no-untyped-def]
+        from ambereval.errors import PromptError
+
+        self.calls += 1
+        raise PromptError("prompt does not fit the context of 8 tokens")
+
+
+def test_prompt_errors_are_replayed_but_not_network_errors(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    backend = TooLong()
+    with pytest.raises(ModelError, match="does not fit"):
+        ask(Judge(backend, Ledger(path, "reuse")), "abc")
+    with pytest.raises(ModelError, match="does not fit"):
+        ask(Judge(backend, Ledger(path, "replay")), "abc")
+    assert backend.calls == 1
