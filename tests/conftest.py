@@ -8,6 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests explore a fixed set of examples: the suite is deterministic run to run.
+settings.register_profile("amber", derandomize=True, database=None)
+settings.load_profile("amber")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
