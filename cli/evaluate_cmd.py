@@ -60,6 +60,10 @@ def evaluate_cmd(
                 None, judge_url, judge_name, ledger, ledger_mode, n_ctx=judge_ctx, seed=seed)))
         for path in judge_model or ([] if judge_url else [None]):
             name = path.name if path else "default"
+            taken = {n for n, _ in judges}
+            base, n = name, 2
+            while name in taken:  # the same file name twice: keep both judges apart
+                name, n = f"{base}#{n}", n + 1
             judges.append((name, open_judge(path, None, None, ledger, ledger_mode,
                                             n_ctx=judge_ctx, threads=threads, seed=seed)))
         with progress_bar(not as_json) as progress:

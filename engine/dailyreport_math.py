@@ -59,6 +59,11 @@ class SubtaskScore:
     fac: float | None = None  # None: no factuality rubric, or undefined (no claims)
     rat: float | None = None  # None: no rationality rubric
     group: str | None = None  # P2(a) group label
+    has_fac: bool | None = None  # δ_k; None: inferred from ``fac is not None``
+
+    @property
+    def delta(self) -> bool:
+        return self.fac is not None if self.has_fac is None else self.has_fac
 
 
 def _mean(values: list[float]) -> float:
@@ -77,7 +82,8 @@ def o_score(s: SubtaskScore, rules: dict[str, str] | None = None) -> float:
 
 
 def passed(s: SubtaskScore) -> bool:
-    return s.ins == 1 and (s.fac is None or s.fac == 1) and (s.rat is None or s.rat == 1)
+    """Every present rubric fully met; an undefined fac_k (no claims) is not met."""
+    return s.ins == 1 and (not s.delta or s.fac == 1) and (s.rat is None or s.rat == 1)
 
 
 def user_pref(subtasks: list[SubtaskScore], o: dict[str, float],

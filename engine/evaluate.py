@@ -45,12 +45,23 @@ def _runner(protocol: str) -> Callable[..., dict[str, Any]]:
     raise InputError(f"unknown protocol {protocol!r} (dailyreport, dr3, deepeval or all)")
 
 
+SUMMARY_KEYS = ("avg", "average")  # recomputed from the averaged dimensions
+NOT_DIMENSIONS = ("user_pref",)  # an ordinal: averaged too, but not part of the average
+
+
 def _mean_scores(per_judge: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = sorted({k for s in per_judge if s for k in s})
+    """Mean over judges per dimension; the overall average is then recomputed from those
+    means (not the mean of each judge's average)."""
+    keys = sorted({k for s in per_judge if s for k in s} - set(SUMMARY_KEYS))
     out: dict[str, Any] = {}
     for k in keys:
-        values = [s[k] for s in per_judge if s and isinstance(s.get(k), (int, float))]
+        values = [s[k] for s in per_judge if s and isinstance(s.get(k), (int, float))
+                  and not isinstance(s.get(k), bool)]
         out[k] = round(sum(values) / len(values), 4) if values else None
+    for summary in SUMMARY_KEYS:
+        if any(s and summary in s for s in per_judge):
+            dims = [v for k, v in out.items() if v is not None and k not in NOT_DIMENSIONS]
+            out[summary] = round(sum(dims) / len(dims), 4) if dims else None
     return out
 
 
@@ -106,7 +117,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
             or path.parent.name or "default"
         doc = {"report": row["name"], "report_id": row["id"], "bundle": str(path),
                "system": system, "task": task.id, "scores": means, "judges": per_judge}
-        fname = f"{_safe(path.name)}--{_safe(Path(row['name']).stem)}.json"
+        fname = (f"{_safe(path.parent.name)}--{_safe(path.name)}--"
+                 f"{_safe(Path(row['name']).stem)}--{row['id'][:12]}.json")
         (out / "reports" / fname).write_text(json.dumps(doc, indent=2, ensure_ascii=False,
                                                         sort_keys=True) + "\n")
         results.append(doc)

@@ -108,14 +108,15 @@ def judge_choice(judge: Judge, system: str, report: Clipped, ask: str, values: l
 
 
 def judge_list(judge: Judge, system: str, report: Clipped, ask: str,
-               max_items: int = 12) -> tuple[list[str] | None, str]:
+               max_items: int = 20) -> tuple[list[str] | None, str]:
     """A list of short findings (contradictions, uncited claims); -> (items, key).
-    ``None`` when the judge could not answer (the dimension is then null, not 100)."""
+    ``None`` when the judge could not answer (the dimension is then null, not 100).
+    ``max_items`` stays above 18 so every row of the count table can be reached."""
     schema = {"type": "object", "properties": {
         "items": {"type": "array", "maxItems": max_items,
-                  "items": {"type": "string", "maxLength": 120}}},
+                  "items": {"type": "string", "maxLength": 100}}},
         "required": ["items"], "additionalProperties": False}
-    obj, key, _ = _call(judge, _messages(system, report, ask), schema, 64 * max_items + 32)
+    obj, key, _ = _call(judge, _messages(system, report, ask), schema, 40 * max_items + 32)
     if obj is None:
         return None, key
     items = [i.strip() for i in obj["items"] if i.strip()]

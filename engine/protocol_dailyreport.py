@@ -123,14 +123,16 @@ def evaluate_dailyreport(judge: Judge, ctx: EvalContext, max_chars: int = 12_000
         row.update(fac=fac, rat=rat)
         rows.append(row)
         scores.append(SubtaskScore(sub.id, sub.importance, float(ins), fac,
-                                   None if rat is None else float(rat), sub.group))
+                                   None if rat is None else float(rat), sub.group,
+                                   has_fac=bool(sub.factuality)))
     agg = aggregate(scores, rules)
     cited = {c.id: bool(c.cited or c.extra.get("citations")) for c in ctx.claims}
     return {
         "subtasks": rows,
         "scores": {k: agg[k] for k in ("ins", "fac", "rat", "subtask_pass", "user_pref")},
         "o": agg["o"], "rules": agg["rules"],
-        "reference_metrics": reference_metrics(list(verdicts.values()), cited,
-                                               rules["reference_accuracy"]),
+        "reference_metrics": reference_metrics(
+            [verdicts[c.id] for c in ctx.claims if c.id in verdicts], cited,
+            rules["reference_accuracy"]),
         "verification": verification["summary"],
     }

@@ -6,7 +6,9 @@ then fuzzy [our rule ``cc_fuzzy``: token overlap = share of the required name's 
 found in the cited name ≥ 0.6, or difflib similarity ≥ 0.75]; fallback: the normalised
 title (≥ 4 characters) appears in the report text. FA checks (claim, sources) pairs
 taken from the parse [our rule ``fa_claims="cited-sentences"``: every sentence is a claim
-with the sources it cites; the judge is lenient], sources cut to their best passages.
+with the sources it cites; the judge is lenient], sources cut to their best passages. A
+cited source that is not in the bundle (user files are matched by name for CC but their
+contents are not imported) cannot support its claim.
 """
 
 from __future__ import annotations
@@ -70,26 +72,43 @@ def cited_names(ctx: EvalContext) -> list[str]:
     return list(dict.fromkeys(n for n in names if n.strip()))
 
 
+MATCH_LEVELS = ("exact", "contains", "fuzzy", "in-text")
+FILE_SUFFIX = re.compile(r"\.(pdf|docx?|md|txt|pptx?|xlsx?|csv|html?|json|rtf|odt)$", re.I)
+
+
 def match_document(doc: RequiredDocument, cited: list[str], report_text: str) -> str | None:
-    """How ``doc`` is cited (exact/contains/fuzzy/in-text), or None."""
+    """How ``doc`` is cited (exact/contains/fuzzy/in-text), or None. Containment is the
+    required name inside a cited name, on word boundaries; names under 4 characters only
+    match exactly."""
     wanted = [n for n in (doc.title, doc.file_name) if n]
-    wanted += [n.rsplit(".", 1)[0] for n in wanted if "." in n]
+    if doc.file_name and FILE_SUFFIX.search(doc.file_name):
+        wanted.append(FILE_SUFFIX.sub("", doc.file_name))
     wanted_n = [normalise(n) for n in wanted if normalise(n)]
     cited_n = [normalise(c) for c in cited if normalise(c)]
     if any(w == c for w in wanted_n for c in cited_n):
         return "exact"
-    if any(w in c or c in w for w in wanted_n for c in cited_n if min(len(w), len(c)) >= 4):
+    if any(len(w) >= 4 and f" {w} " in f" {c} " for w in wanted_n for c in cited_n):
         return "contains"
     for w in wanted_n:
         wt = set(w.split())
         for c in cited_n:
+            if min(len(w), len(c)) < 4:
+                continue
             overlap = len(wt & set(c.split())) / len(wt) if wt else 0
             if overlap >= 0.6 or difflib.SequenceMatcher(None, w, c).ratio() >= 0.75:
                 return "fuzzy"
-    text_n = normalise(report_text)
-    if any(len(w) >= 4 and w in text_n for w in wanted_n):
+    text_n = f" {normalise(report_text)} "
+    if any(len(w) >= 4 and f" {w} " in text_n for w in wanted_n):
         return "in-text"
     return None
+
+
+def best_title(name: str, titles: list[str]) -> str | None:
+    """The corpus title a cited name refers to: the best match level wins, then order."""
+    doc = RequiredDocument(name)
+    ranked = [(MATCH_LEVELS.index(level), i, t) for i, t in enumerate(titles)
+              if (level := match_document(doc, [t], "")) is not None]
+    return min(ranked)[2] if ranked else None
 
 
 def citation_coverage(ctx: EvalContext) -> dict[str, Any]:
@@ -129,8 +148,7 @@ def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
             if c.kind == "doc_tag" and c.label:
                 m = _TAG_TITLE.match(c.label)
                 name = m.group(1).strip() if m else c.label
-                doc = RequiredDocument(name)
-                best = next((t for t in titles if match_document(doc, [t], "")), None)
+                best = best_title(name, titles)
                 sources.append(("title", name, by_title.get(best) if best else None))
             for url in c.urls:
                 sources.append(("url", url, ctx.page(url)))

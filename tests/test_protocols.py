@@ -192,7 +192,8 @@ def test_dailyreport_with_a_scripted_judge(tmp_path: Path, web: FakeWeb,
     assert result["o"] == {"s1": 1.0, "s2": 0.5, "s3": 1.0}
     scores = result["scores"]
     assert scores["ins"] == pytest.approx(2.5 / 3) and scores["fac"] == 1.0
-    assert scores["rat"] == 1.0 and scores["subtask_pass"] == pytest.approx(2 / 3)
+    # SubTask Pass: s1 passes; s2 (ins 0.5) fails; s3's fac is undefined, which is not 1
+    assert scores["rat"] == 1.0 and scores["subtask_pass"] == pytest.approx(1 / 3)
     assert scores["user_pref"] == 3
     assert set(result["reference_metrics"]) >= {"reference_ratio", "reference_support",
                                                 "refer_claim_consistency"}
@@ -279,3 +280,32 @@ def test_dailyreport_real_judge(tmp_path: Path, web: FakeWeb) -> None:
     result = json.loads(path.read_text())["judges"]["default"]["dailyreport"]
     assert result["scores"]["user_pref"] in (1, 2, 3, 4)
     assert 0 <= result["scores"]["ins"] <= 1
+
+
+def test_cc_matching_levels_and_false_friends() -> None:
+    from ambereval.engine.protocol_dr3 import best_title, match_document
+    from ambereval.engine.task_model import RequiredDocument as D
+
+    assert match_document(D("Annual Report 2023"), ["annual report 2023"], "") == "exact"
+    assert match_document(D("Annual Report 2023"), ["The Annual Report 2023, p. 4"], "") == \
+        "contains"
+    assert match_document(D("Lakeview transport report 2023"),
+                          ["Lakeview transport report"], "") == "fuzzy"
+    assert match_document(D("planning_notes", "file", "planning_notes.md"),
+                          ["planning_notes.md"], "") == "exact"
+    assert match_document(D("Apple Inc. Annual Report 2023"), ["Apple Inc. Q3 earnings call"],
+                          "") is None
+    assert match_document(D("U.S. Energy Policy Review"), ["u s"], "") is None
+    assert match_document(D("Outlook 2024 for steel"), ["Outlook"], "") is None
+    assert match_document(D("Riverside stadium"), [], "we read Riverside stadium notes") == \
+        "in-text"
+    titles = ["Tesla Q3 2022 Earnings", "Tesla Q3 2023 Earnings"]
+    assert best_title("Tesla Q3 2023 Earnings", titles) == "Tesla Q3 2023 Earnings"
+
+
+def test_judge_means_recompute_the_average() -> None:
+    from ambereval.engine.evaluate import _mean_scores
+
+    a = {"x": 100.0, "y": None, "average": 100.0}
+    b = {"x": 0.0, "y": 50.0, "average": 25.0}
+    assert _mean_scores([a, b]) == {"x": 50.0, "y": 50.0, "average": 50.0}
