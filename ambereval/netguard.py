@@ -15,6 +15,7 @@ _installed = False
 _original_connect = socket.socket.connect
 _original_connect_ex = socket.socket.connect_ex
 _original_create_connection = socket.create_connection
+_original_getaddrinfo = socket.getaddrinfo
 
 
 class OfflineViolation(ConnectionRefusedError):
@@ -56,6 +57,13 @@ def _create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket
     return _original_create_connection(address, *args, **kwargs)
 
 
+def _getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    """No DNS query for a non-loopback name leaves either."""
+    if host is not None and not _is_loopback((host,)):
+        raise OfflineViolation(f"offline mode: refused to resolve {host!r}")
+    return _original_getaddrinfo(host, *args, **kwargs)
+
+
 def install_offline_guard() -> None:
     """Block every non-loopback connect in this process (idempotent)."""
     global _installed
@@ -64,6 +72,7 @@ def install_offline_guard() -> None:
     socket.socket.connect = _connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _connect_ex  # type: ignore[method-assign]
     socket.create_connection = _create_connection  # type: ignore[assignment]
+    socket.getaddrinfo = _getaddrinfo  # type: ignore[assignment]
     _installed = True
 
 
@@ -72,6 +81,7 @@ def remove_offline_guard() -> None:
     socket.socket.connect = _original_connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _original_connect_ex  # type: ignore[method-assign]
     socket.create_connection = _original_create_connection  # type: ignore[assignment]
+    socket.getaddrinfo = _original_getaddrinfo  # type: ignore[assignment]
     _installed = False
 
 

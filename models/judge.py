@@ -98,9 +98,14 @@ class Judge:
     def request(self, messages: list[Message], schema: dict[str, Any],
                 max_tokens: int) -> dict[str, Any]:
         identity = self.backend.identity()
+        model = identity["model"]
+        # the key holds what changes the answer: the weights' sha256 (not the file name),
+        # or the served model's name (not the server's address)
+        model_key = {"sha256": model["sha256"]} if "sha256" in model else \
+            {"name": model.get("name")}
         return {
             "backend": self.backend.name,
-            "model": identity["model"],
+            "model": model_key,
             "chat_template_sha256": identity.get("chat_template_sha256"),
             "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
             "schema": schema,

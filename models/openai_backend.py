@@ -34,7 +34,8 @@ class OpenAIBackend:
         self._format = "json_schema"
 
     def identity(self) -> dict[str, Any]:
-        return {"model": {"name": self.model, "base_url": self.base_url}}
+        # n_ctx is the server's business: None keeps the judge's own setting out of the key
+        return {"model": {"name": self.model, "base_url": self.base_url}, "n_ctx": None}
 
     def _body(self, messages: list[Message], schema: dict[str, Any], max_tokens: int,
               seed: int) -> dict[str, Any]:

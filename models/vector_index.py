@@ -23,6 +23,12 @@ from ambereval.models.chunker import Chunk
 MANIFEST_VERSION = 1
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 class Encoder(Protocol):
     def identity(self) -> dict[str, str]: ...
     def embed(self, texts: list[str]) -> np.ndarray: ...
@@ -79,29 +85,42 @@ class VectorIndex:
         probe_dim = None
         stored = directory / "manifest.json"
         if stored.is_file() and (directory / "index.faiss").is_file():
-            saved = json.loads(stored.read_text())
-            probe_dim = saved.get("dim")
-            want = cls.manifest_for(ordered, encoder, params, int(probe_dim or 0))
-            if canonical_json(saved) == canonical_json(want):
+            try:
+                saved = json.loads(stored.read_text())
+                probe_dim = saved.get("dim")
+                want = cls.manifest_for(ordered, encoder, params, int(probe_dim or 0))
+                want["index_sha256"] = saved.get("index_sha256")
+                fresh = (canonical_json(saved) == canonical_json(want)
+                         and _sha256(directory / "index.faiss") == saved.get("index_sha256"))
+            except (ValueError, OSError, AttributeError):
+                fresh = False  # an unreadable cache is a miss, never an error
+            if fresh:
                 index = faiss.read_index(str(directory / "index.faiss"))
-                vectors = index.reconstruct_n(0, index.ntotal) if index.ntotal else \
-                    np.zeros((0, index.d), dtype=np.float32)
-                return cls(ordered, vectors, saved), True
+                if index.ntotal == len(ordered):
+                    vectors = index.reconstruct_n(0, index.ntotal) if index.ntotal else \
+                        np.zeros((0, index.d), dtype=np.float32)
+                    return cls(ordered, vectors, saved), True
         built = cls.build(ordered, encoder, params)
         built.save(directory)
         return built, False
 
     def save(self, directory: str | Path) -> None:
+        """Manifest removed first and written last (with the index's sha256), so a reader
+        never pairs a manifest with another run's vectors."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / ".index.faiss.tmp"
+        (directory / "manifest.json").unlink(missing_ok=True)
+        tag = f"{os.getpid()}.{id(self)}"
+        tmp = directory / f".index.faiss.{tag}.tmp"
         faiss.write_index(self.index, str(tmp))
         os.replace(tmp, directory / "index.faiss")
         rows = "".join(json.dumps({k: v for k, v in asdict(c).items() if k != "text"},
                                   sort_keys=True) + "\n" for c in self.chunks)
         (directory / "chunks.jsonl").write_text(rows, encoding="utf-8")
-        (directory / "manifest.json").write_text(json.dumps(self.manifest, indent=2,
-                                                            sort_keys=True) + "\n")
+        self.manifest = {**self.manifest, "index_sha256": _sha256(directory / "index.faiss")}
+        tmp_manifest = directory / f".manifest.{tag}.tmp"
+        tmp_manifest.write_text(json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp_manifest, directory / "manifest.json")
 
     def __len__(self) -> int:
         return len(self.chunks)

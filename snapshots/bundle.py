@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,8 @@ class Bundle:
             raise BundleError(f"{root}: not an Amber bundle (no {INDEX_PATH})")
         try:
             return cls(root, Index(db), writable=False)
-        except ValueError as exc:
-            raise BundleError(f"{root}: {exc}") from None
+        except (ValueError, sqlite3.DatabaseError) as exc:
+            raise BundleError(f"{root}: evidence index unreadable ({exc})") from None
 
     @classmethod
     def create(cls, root: str | Path) -> Bundle:
@@ -93,9 +94,9 @@ class Bundle:
             raise BundleError(f"{root}: another amber process is writing this bundle") from None
         try:
             index = Index(db, create=True)
-        except ValueError as exc:
+        except (ValueError, sqlite3.DatabaseError) as exc:
             lock.close()
-            raise BundleError(f"{root}: {exc}") from None
+            raise BundleError(f"{root}: evidence index unreadable ({exc})") from None
         bundle = cls(root, index, writable=True)
         bundle._lock_fh = lock
         if index.meta("created") is None:

@@ -25,7 +25,13 @@ from ambereval.snapshots.direct import DirectReader
 from ambereval.snapshots.jina import DEFAULT_JINA_URL, JinaReader
 from ambereval.snapshots.page import PageFetch
 from ambereval.snapshots.serper import DEFAULT_SERPER_URL, SearchParams, SerperClient, parse_results
-from ambereval.snapshots.transport import Exchange, RetryPolicy, Transport
+from ambereval.snapshots.transport import (
+    REDACTED,
+    Exchange,
+    RetryPolicy,
+    Transport,
+    is_secret,
+)
 from ambereval.snapshots.warc import RecordRef, warc_date
 
 Progress = Callable[[str, int, int], None]
@@ -122,7 +128,9 @@ class Capturer:
             "format": "WARC File Format 1.1",
             "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
             "amber-reader": self.reader.name,
-            "amber-reader-options": json.dumps(self.reader.options(), sort_keys=True),
+            "amber-reader-options": json.dumps(
+                {k: REDACTED if is_secret(k) else v for k, v in self.reader.options().items()},
+                sort_keys=True),
             "amber-search": json.dumps(
                 {"gl": options.gl, "hl": options.hl, "num": options.num, "tbs": options.tbs,
                  "page": options.page, "top_k": options.top_k}, sort_keys=True),
@@ -238,6 +246,7 @@ class Capturer:
         self, key: str, kind: str, url: str, fetch_url: str, exchanges: list[Exchange],
         ok: bool, error: str | None, permanent: bool, status: int | None,
         final_url: str | None = None, text: tuple[str, str | None, str, str] | None = None,
+        results: list[dict[str, Any]] | None = None,
     ) -> str:
         cid = capture_id(key)
         refs, request, response, revisit_of = self._write_exchanges(exchanges, dedup=ok)
@@ -289,6 +298,10 @@ class Capturer:
             index.db.conn.execute("DELETE FROM texts WHERE capture_id = ?", [cid])
             if text_row is not None:
                 index.put("texts", text_row)
+            if results is not None:
+                index.db.conn.execute("DELETE FROM search_results WHERE capture_id = ?", [cid])
+                for r in results:
+                    index.put("search_results", {"capture_id": cid, **r})
             if not ok:
                 index.put("failures", {
                     "capture_key": key, "url": url, "at": row["captured_at"], "status": status,
@@ -307,16 +320,15 @@ class Capturer:
     def _write_search(self, key: str, exchange: Exchange) -> None:
         ok = exchange.ok
         error = exchange.error or (None if ok else f"HTTP {exchange.status}")
-        cid = self._store(
-            key, "search", self.serper().endpoint, exchange.url, [exchange], ok, error,
-            exchange.permanent, exchange.status)
+        rows: list[dict[str, Any]] = []
         if ok:
-            results = parse_results(exchange.decoded_body())
-            index = self.bundle.index
-            with index.transaction():
-                index.db.conn.execute("DELETE FROM search_results WHERE capture_id = ?", [cid])
-                for r in results:
-                    index.put("search_results", {"capture_id": cid, **r.__dict__})
+            try:
+                rows = [r.__dict__ for r in parse_results(exchange.decoded_body())]
+            except (ValueError, TypeError, AttributeError) as exc:
+                ok, error = False, f"unusable search response: {exc}"
+        # the results are committed with the capture: a crash leaves both or neither
+        self._store(key, "search", self.serper().endpoint, exchange.url, [exchange], ok,
+                    error, exchange.permanent, exchange.status, results=rows)
 
     def _write_page(self, key: str, fetch: PageFetch) -> None:
         text = None
@@ -374,9 +386,12 @@ def _register_claims(cap: Capturer, claims: list[ClaimInput]) -> None:
     with index.transaction():
         for ordinal, claim in enumerate(claims):
             params = [cap.options.search_params(q).payload() for q in claim.queries]
-            digest = request_key({"text": claim.text, "urls": list(claim.urls), "queries": params})
+            digest = request_key({"text": claim.text, "urls": list(claim.urls), "queries": params,
+                                  "extra": claim.extra})
             old = index.one("SELECT input_sha256 FROM claims WHERE id = ?", [claim.id])
             if old is not None and old["input_sha256"] == digest:
+                index.db.conn.execute("UPDATE claims SET ordinal = ? WHERE id = ?",
+                                      [ordinal, claim.id])
                 continue
             for table in ("links", "queries", "claim_urls"):
                 index.db.conn.execute(f"DELETE FROM {table} WHERE claim_id = ?", [claim.id])
@@ -435,9 +450,9 @@ def _link_claims(cap: Capturer, claims: list[ClaimInput]) -> None:
                 index.put("links", {"claim_id": claim.id, **row, "record_id": ref.record_id})
             index.db.conn.execute("UPDATE claims SET links_sha256 = ? WHERE id = ?",
                                   [digest, claim.id])
-        for q in doc["queries"]:
-            index.db.conn.execute("UPDATE queries SET capture_id = ? WHERE id = ?",
-                                  [q["search_capture"], q["id"]])
+            for q in doc["queries"]:
+                index.db.conn.execute("UPDATE queries SET capture_id = ? WHERE id = ?",
+                                      [q["search_capture"], q["id"]])
 
 
 def capture_claims(

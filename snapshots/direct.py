@@ -47,7 +47,13 @@ class DirectReader:
                 result.permanent = exchange.permanent
                 return result
             content_type = exchange.header("content-type") or ""
-            extracted = extract_text(exchange.decoded_body(), content_type, current)
+            try:
+                body = exchange.decoded_body()
+            except ValueError as exc:
+                result.error = str(exc)
+                result.permanent = True
+                return result
+            extracted = extract_text(body, content_type, current)
             result.text = extracted.text
             result.title = extracted.title
             result.extractor = extracted.extractor

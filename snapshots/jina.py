@@ -64,14 +64,20 @@ class JinaReader:
             result.error = exchange.error or f"HTTP {exchange.status}"
             result.permanent = exchange.permanent
             return result
-        body = exchange.decoded_body()
+        try:
+            body = exchange.decoded_body()
+        except ValueError as exc:
+            result.error = str(exc)
+            result.permanent = True
+            return result
         try:
             data = json.loads(body)
         except ValueError:
             return self._from_text(result, body.decode("utf-8", errors="replace"))
         payload = data.get("data") if isinstance(data, dict) else None
         if not isinstance(payload, dict):
-            result.error = f"reader returned no page data (code {data.get('code')!r})"
+            code = data.get("code") if isinstance(data, dict) else None
+            result.error = f"reader returned no page data (code {code!r})"
             result.permanent = True
             return result
         warning = str(payload.get("warning") or "")

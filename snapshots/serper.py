@@ -44,6 +44,8 @@ def _check_json(exchange: Exchange) -> str | None:
         return "malformed JSON from search service"
     if not isinstance(data, dict):
         return "search response is not a JSON object"
+    if not isinstance(data.get("organic", []), list):
+        return "search response has no list of organic results"
     return None
 
 

@@ -8,6 +8,7 @@ body bytes as they came off the wire (content-encoding kept, chunking removed).
 from __future__ import annotations
 
 import random
+import re
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -22,13 +24,33 @@ REDACTED = "[redacted]"
 SECRET_HEADERS = frozenset(
     {"x-api-key", "authorization", "proxy-authorization", "cookie", "set-cookie"}
 )
+# any header (or --jina-option) whose name mentions one of these is redacted too
+SECRET_PARTS = ("auth", "cookie", "token", "key", "secret", "password", "proxy", "session")
+_SECRET_QUERY = re.compile(r"(?i)^(api[_-]?key|key|token|access[_-]?token|secret|sig|"
+                           r"signature|password|auth)$")
+
+
+def is_secret(name: str) -> bool:
+    low = name.lower()
+    return low in SECRET_HEADERS or any(part in low for part in SECRET_PARTS)
+
+
+def archived_url(url: str) -> str:
+    """The URL as archived: no user:password@, no key/token query values."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = "&".join(
+        f"{k}={REDACTED}" if _SECRET_QUERY.match(k) else (f"{k}={v}" if v or "=" in pair else k)
+        for pair in parts.query.split("&") if pair
+        for k, _, v in [pair.partition("=")])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 DEFAULT_USER_AGENT = "amber-eval (+https://github.com/amber-eval; evidence snapshot)"
 
 
 def redact_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Replace the value of every secret-bearing header with a fixed marker."""
-    return [(k, REDACTED if k.lower() in SECRET_HEADERS else v) for k, v in headers]
+    return [(k, REDACTED if is_secret(k) else v) for k, v in headers]
 
 
 @dataclass(frozen=True)
@@ -92,6 +114,7 @@ class Exchange:
     error: str | None = None
     permanent: bool = False
     attempts: int = 0
+    truncated: bool = False  # body cut at max_body_bytes: archived with WARC-Truncated
 
     @property
     def ok(self) -> bool:
@@ -104,15 +127,19 @@ class Exchange:
         return None
 
     def decoded_body(self) -> bytes:
-        """The body with any gzip/deflate content-encoding undone."""
+        """The body with any gzip/deflate content-encoding undone (ValueError if the body
+        does not decode)."""
         encoding = (self.header("content-encoding") or "").lower().strip()
-        if encoding in ("gzip", "x-gzip"):
-            return zlib.decompress(self.body, 16 + zlib.MAX_WBITS)
-        if encoding == "deflate":
-            try:
-                return zlib.decompress(self.body)
-            except zlib.error:
-                return zlib.decompress(self.body, -zlib.MAX_WBITS)
+        try:
+            if encoding in ("gzip", "x-gzip"):
+                return zlib.decompress(self.body, 16 + zlib.MAX_WBITS)
+            if encoding == "deflate":
+                try:
+                    return zlib.decompress(self.body)
+                except zlib.error:
+                    return zlib.decompress(self.body, -zlib.MAX_WBITS)
+        except zlib.error as exc:
+            raise ValueError(f"body does not decode as {encoding}: {exc}") from None
         return self.body
 
 
@@ -120,14 +147,16 @@ ResponseCheck = Callable[[Exchange], str | None]
 
 
 def _is_dns_failure(exc: BaseException) -> bool:
+    """True only for 'this name does not exist' (permanent); a resolver that is down or
+    slow (EAI_AGAIN, 'temporary failure') stays retryable."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, socket.gaierror):
-            return True
         text = str(seen).lower()
+        if "temporary failure" in text:
+            return False
+        if isinstance(seen, socket.gaierror):
+            return seen.errno == socket.EAI_NONAME
         if "name or service not known" in text or "nodename nor servname" in text:
-            return True
-        if "temporary failure in name resolution" in text:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
@@ -211,7 +240,7 @@ class Transport:
         started = datetime.now(UTC)
         request = self._client.build_request(method, url, headers=headers, content=body or None)
         sent_headers = redact_headers(_raw(request.headers))
-        exchange = Exchange(method, str(request.url), sent_headers, body, started)
+        exchange = Exchange(method, archived_url(str(request.url)), sent_headers, body, started)
         deadline = time.monotonic() + self.policy.timeout * 4
         try:
             response = self._client.send(request, stream=True)
@@ -224,6 +253,7 @@ class Transport:
                     if size > self.policy.max_body_bytes:
                         exchange.error = f"body larger than {self.policy.max_body_bytes} bytes"
                         exchange.permanent = True
+                        exchange.truncated = True
                         break
                     if time.monotonic() > deadline:
                         raise httpx.ReadTimeout("body did not finish in time")

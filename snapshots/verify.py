@@ -233,10 +233,17 @@ def _check_index(bundle: Bundle) -> None:
 
 def verify_bundle(root: str | Path) -> VerifyReport:
     """Check a bundle end to end; ``report.mismatch`` names the first problem."""
-    bundle = Bundle.open(root)
     report = VerifyReport(str(root))
+    path = Path(root)
+    if not path.is_dir():
+        Bundle.open(root)  # raises the usual "no such bundle" error
     try:
-        _check_manifest(bundle.root, report)
+        _check_manifest(path, report)  # first: it needs no index, so it names damage to it
+    except _Stop as stop:
+        report.mismatch = stop.mismatch
+        return report
+    bundle = Bundle.open(root)
+    try:
         _check_warcs(bundle, report)
         _check_index(bundle)
     except _Stop as stop:

@@ -103,7 +103,10 @@ class WarcFile:
             self._fh.close()
 
     def flush(self) -> None:
+        """Bytes on disk before the index commit that points at them (SQLite is FULL-synced
+        too, so a power cut cannot leave the index ahead of the WARC)."""
         self._fh.flush()
+        os.fsync(self._fh.fileno())
 
     def _write(self, record: ArcWarcRecord) -> RecordRef:
         offset = self._fh.tell()
@@ -134,7 +137,8 @@ class WarcFile:
             payload=io.BytesIO(exchange.body),
             length=len(exchange.body),
             http_headers=_response_headers(exchange),
-            warc_headers_dict={"WARC-Date": date},
+            warc_headers_dict={"WARC-Date": date, **({"WARC-Truncated": "length"}
+                                                     if exchange.truncated else {})},
         )
         response_ref = self._write(response)
         request_ref = self._write_request(exchange, date, response_ref.record_id)

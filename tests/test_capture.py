@@ -198,3 +198,24 @@ def test_changed_claim_gets_new_links(web: FakeWeb, tmp_path: Path) -> None:
         metas = b.index.one("SELECT COUNT(*) AS n FROM records WHERE type = 'metadata' "
                             "AND target_uri = 'urn:amber:claim:c'")["n"]
         assert metas == 2  # both link statements stay in the archive
+
+
+def test_secret_options_and_url_credentials_are_not_archived(web: FakeWeb, tmp_path: Path) -> None:
+    import gzip
+
+    out = tmp_path / "b"
+    opts = fast_options(web, reader="jina", jina_options={"X-Set-Cookie": "sid=TOPSECRET",
+                                                         "X-Return-Format": "markdown"})
+    capture_urls(out, [web.url("/pages/tea.html")], opts)
+    blob = b"".join(gzip.decompress(p.read_bytes()) for p in (out / "archive").glob("*.gz"))
+    assert b"TOPSECRET" not in blob and b"X-Return-Format" in blob
+
+
+def test_corrupt_content_encoding_is_a_failed_capture(web: FakeWeb, tmp_path: Path) -> None:
+    from fakeweb import Page
+
+    web.pages["/pages/bad-gzip.html"] = Page(b"not gzip at all",
+                                             headers={"Content-Encoding": "gzip"})
+    summary = capture_urls(tmp_path / "b", [web.url("/pages/bad-gzip.html")],
+                           fast_options(web, reader="direct"))
+    assert summary.failed == 1 and "does not decode" in summary.failures[0]["error"]

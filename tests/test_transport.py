@@ -35,3 +35,17 @@ def test_redaction_is_case_insensitive_and_keeps_order() -> None:
     assert redact_headers(headers) == [("Host", "h"), ("x-api-key", "[redacted]"),
                                        ("AUTHORIZATION", "[redacted]"), ("Cookie", "[redacted]"),
                                        ("Accept", "*/*")]
+
+
+def test_temporary_dns_trouble_is_retryable() -> None:
+    slow = httpx.ConnectError("failed")
+    slow.__cause__ = socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    assert not _is_dns_failure(slow)
+
+
+def test_archived_urls_lose_credentials() -> None:
+    from ambereval.snapshots.transport import archived_url, is_secret
+
+    assert archived_url("https://u:p@h.example/a?key=abc&q=1") == \
+        "https://h.example/a?key=[redacted]&q=1"
+    assert is_secret("X-Set-Cookie") and is_secret("X-Proxy-Url") and not is_secret("Accept")

@@ -118,3 +118,17 @@ def test_cli_exit_code_three_and_one_line(clean_bundle: Path, tmp_path: Path) ->
     assert bad.stderr.count("\n") == 1 and f"archive/{warc.name}" in bad.stderr
     as_json = run_amber("bundle", "verify", str(root), "--json")
     assert as_json.returncode == 3 and '"ok": false' in as_json.stdout
+
+
+def test_corrupt_index_is_a_mismatch_not_a_traceback(clean_bundle: Path, tmp_path: Path) -> None:
+    root = copy(clean_bundle, tmp_path)
+    db = root / "evidence" / "amber.sqlite"
+    data = bytearray(db.read_bytes())
+    data[0:200] = b"\0" * 200
+    db.write_bytes(bytes(data))
+    report = verify_bundle(root)
+    assert report.mismatch.file == "evidence/amber.sqlite"
+    assert "sha256 differs" in report.mismatch.problem
+    done = run_amber("bundle", "stats", str(root))
+    assert done.returncode == 1 and "evidence index unreadable" in done.stderr
+    assert "Traceback" not in done.stderr
