@@ -47,11 +47,8 @@ class DirectReader:
                 result.permanent = exchange.permanent
                 return result
             content_type = exchange.header("content-type") or ""
-            try:
-                body = exchange.decoded_body()
-            except ValueError as exc:
-                result.error = str(exc)
-                result.permanent = True
+            body = result.body_of(exchange)
+            if body is None:
                 return result
             extracted = extract_text(body, content_type, current)
             result.text = extracted.text

@@ -64,11 +64,8 @@ class JinaReader:
             result.error = exchange.error or f"HTTP {exchange.status}"
             result.permanent = exchange.permanent
             return result
-        try:
-            body = exchange.decoded_body()
-        except ValueError as exc:
-            result.error = str(exc)
-            result.permanent = True
+        body = result.body_of(exchange)
+        if body is None:
             return result
         try:
             data = json.loads(body)

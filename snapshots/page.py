@@ -34,3 +34,13 @@ class PageFetch:
     @property
     def final(self) -> Exchange | None:
         return self.exchanges[-1] if self.exchanges else None
+
+    def body_of(self, exchange: Exchange) -> bytes | None:
+        """The decoded body, or None with this fetch marked failed (permanently: the same
+        bytes will not decode next time either)."""
+        try:
+            return exchange.decoded_body()
+        except ValueError as exc:
+            self.error = str(exc)
+            self.permanent = True
+            return None
