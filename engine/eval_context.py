@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
@@ -26,6 +25,7 @@ class EvalContext:
     embedder: Embedder | None = None
     params: ChunkParams = field(default_factory=ChunkParams)
     _pages: dict[str, Page] = field(default_factory=dict)
+    _indexes: dict[str, VectorIndex] = field(default_factory=dict)
 
     def page(self, url: str) -> Page:
         """The captured page for a URL (or a corpus page by id), loaded once."""
@@ -44,7 +44,10 @@ class EvalContext:
             return []
         if self.embedder is None or len(page.chunks) <= k:
             return [c.text for c in page.chunks[:k]]
-        index = VectorIndex.build(page.chunks, self.embedder, self.params.as_dict())
+        index = self._indexes.get(page.capture_id)
+        if index is None:  # each page's chunks are embedded once per evaluation
+            index = VectorIndex.build(page.chunks, self.embedder, self.params.as_dict())
+            self._indexes[page.capture_id] = index
         hits = index.search(self.embedder.embed([query])[0], k)
         return [h.chunk.text for h in sorted(hits, key=lambda h: h.chunk.start)]
 
@@ -76,6 +79,3 @@ def stored_task_id(row: dict[str, Any]) -> str | None:
     task = json.loads(row["task"]) if row.get("task") else None
     return task.get("id") if isinstance(task, dict) else None
 
-
-def report_path_name(row: dict[str, Any]) -> str:
-    return Path(row["name"]).name

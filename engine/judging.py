@@ -52,9 +52,6 @@ def _messages(system: str, report: Clipped, ask: str, label: str = "Report") -> 
             {"role": "user", "content": f"{label}:\n{report.text}\n\n{ask}"}]
 
 
-JUDGE_ERROR_RULE = "lowest"  # [our rule] an unusable answer scores the lowest value
-
-
 def _call(judge: Judge, messages: list[dict], schema: dict[str, Any],
           max_tokens: int) -> tuple[dict[str, Any] | None, str, str | None]:
     """(answer, ledger key, error). A judge that cannot produce schema-valid JSON for one

@@ -21,7 +21,7 @@ from ambereval.engine.judging import (
     judge_list,
     pairwise_depth,
 )
-from ambereval.engine.report import REF_HEADINGS, Report, _clean_heading
+from ambereval.engine.report import REF_HEADINGS, Report, clean_heading
 from ambereval.errors import ModelError
 from ambereval.models import Judge
 
@@ -65,7 +65,7 @@ def presentation_parser_checks(report: Report) -> dict[int, bool | None]:
     kinds = {p.kind for p in report.problems}
     has_refs = bool(report.references)
     numbered = [c for c in report.citations if c.numbers]
-    ref_heads = sum(1 for s in report.sections if REF_HEADINGS.match(_clean_heading(s.heading)))
+    ref_heads = sum(1 for s in report.sections if REF_HEADINGS.match(clean_heading(s.heading)))
     if report.references_span and report.references:
         ref_heads += 1  # the reference section itself is not among the body sections
     numbers = [r.number for r in report.references]

@@ -202,7 +202,7 @@ def _headings(text: str, lines: list[tuple[int, int]]) -> list[tuple[int, int, i
     return found
 
 
-def _clean_heading(title: str) -> str:
+def clean_heading(title: str) -> str:
     return re.sub(r"[*_`]+", "", re.sub(r"^\d+(\.\d+)*[.)]?\s+", "", title)).strip()
 
 
@@ -228,7 +228,7 @@ def _find_references(text: str, lines: list[tuple[int, int]],
     """(start offset, first body line, end line) of the reference section, if any."""
     for idx in range(len(heads) - 1, -1, -1):
         line_i, level, start, title = heads[idx]
-        if REF_HEADINGS.match(_clean_heading(title)):
+        if REF_HEADINGS.match(clean_heading(title)):
             end_line = len(lines)
             for later in heads[idx + 1 :]:
                 if later[1] <= level:
@@ -313,7 +313,7 @@ def parse_report(text: str) -> Report:
     path: list[tuple[int, str]] = []
     bounds = [h for h in heads if not (refs_at and h[0] == refs_at[1] - 1)]
     for n, (_line, level, start, title) in enumerate(bounds):
-        path = [p for p in path if p[0] < level] + [(level, _clean_heading(title))]
+        path = [p for p in path if p[0] < level] + [(level, clean_heading(title))]
         end = len(text)
         for later in bounds[n + 1 :]:
             if later[1] <= level:
@@ -321,7 +321,7 @@ def parse_report(text: str) -> Report:
                 break
         if refs_at and refs_at[0] > start:
             end = min(end, refs_at[0])
-        sections.append(Section(f"s{n + 1}", _clean_heading(title), level,
+        sections.append(Section(f"s{n + 1}", clean_heading(title), level,
                                 [p[1] for p in path], start, end))
     head_lines = {h[0] for h in heads}
     blocks = _blocks(text, lines, head_lines, skip, sections, problems)

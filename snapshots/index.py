@@ -120,10 +120,6 @@ CREATE INDEX IF NOT EXISTS links_claim ON links(claim_id);
 CREATE INDEX IF NOT EXISTS links_capture ON links(capture_id);
 """
 
-TABLES = (
-    "meta", "warc_files", "records", "captures", "texts", "failures", "reports",
-    "claims", "claim_urls", "queries", "search_results", "links",
-)
 
 
 class Index:
