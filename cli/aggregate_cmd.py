@@ -26,7 +26,7 @@ def dailyreport_cmd(
 
     Example: amber aggregate dailyreport scores.json --json
     """
-    from ambereval.engine.dailyreport_math import aggregate, parse_rules, parse_scores
+    from ambereval.engine.protocols.dailyreport_math import aggregate, parse_rules, parse_scores
     from ambereval.errors import InputError
 
     with handled():

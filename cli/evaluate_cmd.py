@@ -40,14 +40,14 @@ def evaluate_cmd(
 
     Example: amber evaluate b1/ b2/ --task tasks.json --protocol deepeval --out run/
     """
-    from ambereval.engine.evaluate import PROTOCOLS, evaluate_bundles
+    from ambereval.engine.runs.evaluate import PROTOCOLS, evaluate_bundles
     from ambereval.errors import InputError
     from ambereval.models import Embedder, open_judge
     from ambereval.netguard import install_offline_guard
 
     install_offline_guard()
     with handled():
-        from ambereval.engine.dailyreport_math import parse_rules
+        from ambereval.engine.protocols.dailyreport_math import parse_rules
 
         rules = parse_rules(rule)
         protocols = list(PROTOCOLS) if protocol == "all" else [protocol]

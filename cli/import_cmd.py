@@ -27,7 +27,7 @@ def lrb_cmd(
     Example: amber import lrb coverage_checklist.csv --baselines reference_reports --out lrb.json
     """
     from ambereval.engine.importers import import_lrb
-    from ambereval.engine.task_model import dump_tasks
+    from ambereval.engine.tasks import dump_tasks
 
     with handled():
         tasks = import_lrb(checklist, reports, baselines)
@@ -56,7 +56,7 @@ def dr3_cmd(
     Example: amber import dr3 DR3-Eval/data --out dr3/ --size 32k
     """
     from ambereval.engine.importers import import_dr3
-    from ambereval.engine.task_model import dump_tasks
+    from ambereval.engine.tasks import dump_tasks
 
     with handled():
         tasks = import_dr3(dataset, out, size, reports)

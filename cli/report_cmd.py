@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from ambereval.cli.output import handled, print_json, stdout
-from ambereval.engine.reports import load_report
+from ambereval.engine.report import load_report
 
 app = typer.Typer(no_args_is_help=True, help="Parse and inspect research reports.")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
 from ambereval.engine.report import Report, parse_report
-from ambereval.engine.task_model import Task
+from ambereval.engine.tasks import Task
 from ambereval.models import ChunkParams, Embedder, VectorIndex
 from ambereval.snapshots import Bundle
 

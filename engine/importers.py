@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ambereval.engine.task_model import ChecklistItem, RequiredDocument, Task
+from ambereval.engine.tasks import ChecklistItem, RequiredDocument, Task
 from ambereval.errors import InputError
 from ambereval.snapshots import Bundle
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ambereval.engine.task_model import ChecklistItem
+from ambereval.engine.tasks import ChecklistItem
 from ambereval.errors import ModelError
 from ambereval.models import Judge
 

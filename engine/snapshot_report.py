@@ -17,7 +17,7 @@ from ambereval.engine.claims import (
     extract_claims,
     sentence_claims,
 )
-from ambereval.engine.reports import load_report
+from ambereval.engine.report import load_report
 from ambereval.engine.tasks import load_task
 from ambereval.errors import InputError
 from ambereval.models import Judge

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ambereval.engine.dailyreport_math import SubtaskScore as S
-from ambereval.engine.dailyreport_math import aggregate, parse_scores, user_pref
+from ambereval.engine.protocols.dailyreport_math import SubtaskScore as S
+from ambereval.engine.protocols.dailyreport_math import aggregate, parse_scores, user_pref
 from ambereval.errors import InputError
 
 from conftest import run_amber
@@ -101,7 +101,7 @@ def test_aggregate_cli(tmp_path: Path) -> None:
 
 
 def test_our_rules_can_be_switched() -> None:
-    from ambereval.engine.dailyreport_math import parse_rules
+    from ambereval.engine.protocols.dailyreport_math import parse_rules
 
     only_p2 = [S("a", "P2", 0.5), S("b", "P2", 1)]
     assert aggregate(only_p2)["user_pref"] == 3

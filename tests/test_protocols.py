@@ -10,13 +10,13 @@ import pytest
 from scripted_judge import scripted_judge
 
 from ambereval.engine.eval_context import open_context, reports_in
-from ambereval.engine.evaluate import evaluate_bundles
+from ambereval.engine.runs.evaluate import evaluate_bundles
 from ambereval.engine.importers import import_dr3, import_lrb
 from ambereval.engine.judging import count_to_score, win_rate
-from ambereval.engine.protocol_deepeval import presentation_parser_checks
-from ambereval.engine.protocol_dr3 import citation_coverage, evaluate_dr3
+from ambereval.engine.protocols.deepeval import presentation_parser_checks
+from ambereval.engine.protocols.dr3 import citation_coverage, evaluate_dr3
 from ambereval.engine.report import parse_report
-from ambereval.engine.task_model import dump_tasks, load_tasks
+from ambereval.engine.tasks import dump_tasks, load_tasks
 from ambereval.models import Embedder
 from ambereval.snapshots import Bundle
 
@@ -283,8 +283,8 @@ def test_dailyreport_real_judge(tmp_path: Path, web: FakeWeb) -> None:
 
 
 def test_cc_matching_levels_and_false_friends() -> None:
-    from ambereval.engine.protocol_dr3 import best_title, match_document
-    from ambereval.engine.task_model import RequiredDocument as D
+    from ambereval.engine.protocols.dr3 import best_title, match_document
+    from ambereval.engine.tasks import RequiredDocument as D
 
     assert match_document(D("Annual Report 2023"), ["annual report 2023"], "") == "exact"
     assert match_document(D("Annual Report 2023"), ["The Annual Report 2023, p. 4"], "") == \
@@ -304,7 +304,7 @@ def test_cc_matching_levels_and_false_friends() -> None:
 
 
 def test_judge_means_recompute_the_average() -> None:
-    from ambereval.engine.evaluate import _mean_scores
+    from ambereval.engine.runs.evaluate import _mean_scores
 
     a = {"x": 100.0, "y": None, "average": 100.0}
     b = {"x": 0.0, "y": 50.0, "average": 25.0}

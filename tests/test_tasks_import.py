@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ambereval.engine.importers import import_dr3, import_lrb
-from ambereval.engine.task_model import TASK_SCHEMA, load_tasks, task_for_report
+from ambereval.engine.tasks import TASK_SCHEMA, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.snapshots import Bundle, verify_bundle
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import clip, judge_checklist, judge_choice
-from ambereval.engine.task_model import RequiredDocument
+from ambereval.engine.tasks import RequiredDocument
 from ambereval.errors import ModelError
 from ambereval.models import Judge
 

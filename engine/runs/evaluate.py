@@ -23,7 +23,7 @@ from typing import Any
 
 from ambereval import __version__
 from ambereval.engine.eval_context import open_context, reports_in, stored_task_id
-from ambereval.engine.task_model import load_tasks, task_for_report
+from ambereval.engine.tasks import load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge
 from ambereval.snapshots import Bundle
@@ -34,13 +34,13 @@ Progress = Callable[[str, int, int], None]
 
 def _runner(protocol: str) -> Callable[..., dict[str, Any]]:
     if protocol == "dailyreport":
-        from ambereval.engine.protocol_dailyreport import evaluate_dailyreport
+        from ambereval.engine.protocols.dailyreport import evaluate_dailyreport
         return evaluate_dailyreport
     if protocol == "dr3":
-        from ambereval.engine.protocol_dr3 import evaluate_dr3
+        from ambereval.engine.protocols.dr3 import evaluate_dr3
         return evaluate_dr3
     if protocol == "deepeval":
-        from ambereval.engine.protocol_deepeval import evaluate_deepeval
+        from ambereval.engine.protocols.deepeval import evaluate_deepeval
         return evaluate_deepeval
     raise InputError(f"unknown protocol {protocol!r} (dailyreport, dr3, deepeval or all)")
 
@@ -143,8 +143,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
 
 
 def _rules(protocols: list[str], chosen: dict[str, str] | None) -> dict[str, Any]:
-    from ambereval.engine.dailyreport_math import RULES as DR_RULES
-    from ambereval.engine.protocol_dr3 import RULES as DR3_RULES
+    from ambereval.engine.protocols.dailyreport_math import RULES as DR_RULES
+    from ambereval.engine.protocols.dr3 import RULES as DR3_RULES
     from ambereval.engine.verification import VerifyOptions
 
     rules: dict[str, Any] = {}

@@ -94,7 +94,7 @@ def presentation(judge: Judge, ctx: EvalContext, report: Clipped) -> dict[str, A
             to_judge.append((number, text))
         else:
             items.append({"item": number, "text": text, "pass": verdict, "method": "parser"})
-    from ambereval.engine.task_model import ChecklistItem
+    from ambereval.engine.tasks import ChecklistItem
 
     judged = judge_checklist(judge, report, [ChecklistItem(str(n), t) for n, t in to_judge],
                              system=PRESENTATION_SYSTEM)

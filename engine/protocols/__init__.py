@@ -1,0 +1,1 @@
+"""The three benchmark protocols: DailyReport, DR3-Eval, LiveResearchBench DeepEval."""

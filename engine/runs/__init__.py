@@ -1,0 +1,1 @@
+"""Everything that writes or reads a run directory: evaluate, replay, rerun, diff, audit."""
