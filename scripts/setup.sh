@@ -35,6 +35,6 @@ fi
 # torch: the CPU build first, so nothing later pulls a CUDA build.
 "${PIP[@]}" install -q "torch==2.13.0" >&2
 "${PIP[@]}" install -q --find-links "$WHEELHOUSE" "llama-cpp-python==$LLAMA_VERSION" >&2
-"${PIP[@]}" install -q --find-links "$WHEELHOUSE" -e ".[dev]" >&2
+"${PIP[@]}" install -q --find-links "$WHEELHOUSE" -e ".[dev,ray,serve]" >&2
 
 echo "$want" > "$STAMP"

@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/setup_browser.sh
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"
