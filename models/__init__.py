@@ -2,20 +2,51 @@
 ledger, sentence embeddings, chunking and FAISS retrieval.
 
 Public nouns: :class:`Judge`, :class:`JudgeResponse`, :class:`Ledger`, :func:`open_judge`,
-:class:`Embedder`, :class:`Chunk`, :func:`chunk_text`, :class:`VectorIndex`.
+:class:`Embedder`, :class:`Chunk`, :func:`chunk_text`, :class:`VectorIndex`,
+:class:`Retriever`.
+
+The nouns are exported lazily (PEP 562 module ``__getattr__``): importing
+``ambereval.models`` loads none of numpy, jsonschema, faiss, torch or llama.cpp, so
+commands that never touch a model start fast; ``from ambereval.models import Judge``
+loads the judge's module on first use.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ambereval.models.chunker import Chunk, ChunkParams, chunk_text
-from ambereval.models.embedder import Embedder
-from ambereval.models.judge import Judge, JudgeResponse
-from ambereval.models.ledger import MODES as LEDGER_MODES
-from ambereval.models.ledger import Ledger
-from ambereval.models.registry import default_embedder_dir, default_judge_path, known_models
-from ambereval.models.vector_index import Hit, VectorIndex
+if TYPE_CHECKING:
+    from ambereval.models.chunker import Chunk, ChunkParams, chunk_text
+    from ambereval.models.embedder import Embedder
+    from ambereval.models.judge import Judge, JudgeResponse
+    from ambereval.models.ledger import MODES as LEDGER_MODES
+    from ambereval.models.ledger import Ledger
+    from ambereval.models.registry import default_embedder_dir, default_judge_path, known_models
+    from ambereval.models.retriever import Retriever, RetrieverSpec
+    from ambereval.models.vector_index import Hit, VectorIndex
+
+_LAZY: dict[str, tuple[str, str]] = {
+    "Chunk": ("chunker", "Chunk"), "ChunkParams": ("chunker", "ChunkParams"),
+    "chunk_text": ("chunker", "chunk_text"), "Embedder": ("embedder", "Embedder"),
+    "Judge": ("judge", "Judge"), "JudgeResponse": ("judge", "JudgeResponse"),
+    "LEDGER_MODES": ("ledger", "MODES"), "Ledger": ("ledger", "Ledger"),
+    "default_embedder_dir": ("registry", "default_embedder_dir"),
+    "default_judge_path": ("registry", "default_judge_path"),
+    "known_models": ("registry", "known_models"),
+    "Retriever": ("retriever", "Retriever"), "RetrieverSpec": ("retriever", "RetrieverSpec"),
+    "Hit": ("vector_index", "Hit"), "VectorIndex": ("vector_index", "VectorIndex"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ambereval.models' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = getattr(importlib.import_module(f"ambereval.models.{module}"), attr)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
 
 
 def open_judge(
@@ -32,6 +63,9 @@ def open_judge(
     """A judge from CLI-style options: a GGUF path, or a server URL and model name, or the
     default SmolLM2-135M. With ``ledger``, every call goes through that ledger file."""
     from ambereval.errors import ConfigError
+    from ambereval.models.judge import Judge
+    from ambereval.models.ledger import Ledger
+    from ambereval.models.registry import default_judge_path
 
     if url and model_path:
         raise ConfigError("give either --judge-model or --judge-url, not both")
@@ -52,6 +86,7 @@ def open_judge(
 
 __all__ = [
     "LEDGER_MODES", "Chunk", "ChunkParams", "Embedder", "Hit", "Judge", "JudgeResponse",
-    "Ledger", "VectorIndex", "chunk_text", "default_embedder_dir", "default_judge_path",
+    "Ledger", "Retriever", "RetrieverSpec", "VectorIndex", "chunk_text",
+    "default_embedder_dir", "default_judge_path",
     "known_models", "open_judge",
 ]
