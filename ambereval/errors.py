@@ -79,3 +79,10 @@ class LedgerMiss(AmberError):
 
     code = "ledger_miss"
     exit_code = 1
+
+
+class ExtractionError(AmberError):
+    """A report's sentences cite sources, yet no checkable claim could be made of them."""
+
+    code = "no_claims"
+    exit_code = 1
