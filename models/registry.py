@@ -103,3 +103,246 @@ def known_models() -> list[ModelInfo]:
             size, sha = path.stat().st_size, file_sha256(path)
         out.append(ModelInfo(name, kind, f"pypi:{package}", str(path), True, sha, size))
     return out
+
+
+# --- Judges by name: Amber's model directory, registrations, resolution ----------------
+
+REGISTRY_FORMAT = "amber-models/1"
+REGISTRY_FILE = "registry.json"
+
+
+def amber_home() -> Path:
+    """``$AMBER_HOME``, else ``${XDG_DATA_HOME:-~/.local/share}/amber``."""
+    import os
+
+    if home := os.environ.get("AMBER_HOME"):
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg).expanduser() / "amber"
+
+
+def model_dir() -> Path:
+    """Where installed and fetched judges live (``$AMBER_HOME/models``)."""
+    return amber_home() / "models"
+
+
+def cards_dir() -> Path:
+    """Where judge cards (``amber judge-bench --suite``) live, one per model sha256."""
+    return amber_home() / "cards"
+
+
+def judge_card(sha256: str | None) -> dict[str, Any] | None:
+    """The judge card measured for the model file with this sha256, if one exists."""
+    import json
+
+    if not sha256:
+        return None
+    path = cards_dir() / f"{sha256}.json"
+    try:
+        card = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise ModelError(f"{path}: unreadable judge card ({err})",
+                         hint="rerun amber judge-bench --suite to rewrite it") from None
+    return card if isinstance(card, dict) else None
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One judge file Amber has verified (``registry.json`` in the model directory)."""
+
+    #: the name given to ``--judge``
+    name: str
+    #: absolute path, or relative to the model directory
+    file: str
+    sha256: str
+    bytes: int
+    #: ``pypi-parts:<pkg>``, ``hf:<repo>/<file>``, ``add:<original path>``
+    source: str
+    #: ``pinned`` (matched the catalog's sha256) or ``tofu`` (trusted on first use)
+    trust: str
+    #: UTC time of the registration (ISO 8601)
+    registered: str
+
+    def path(self, root: Path) -> Path:
+        return (root / self.file) if not Path(self.file).is_absolute() else Path(self.file)
+
+
+def load_registrations(root: Path | None = None) -> dict[str, Registration]:
+    """Every registration in the model directory, by name (empty when none)."""
+    import json
+
+    path = (root or model_dir()) / REGISTRY_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        raise ModelError(f"{path}: unreadable model registry ({err})",
+                         hint="fix or delete it, then amber models install|fetch|add again"
+                         ) from None
+    if not isinstance(data, dict) or data.get("format") != REGISTRY_FORMAT:
+        raise ModelError(f"{path}: not an {REGISTRY_FORMAT} registry",
+                         hint="fix or delete it, then register the models again")
+    try:
+        return {name: Registration(name=name, **{k: v for k, v in rec.items() if k != "name"})
+                for name, rec in sorted(data.get("models", {}).items())}
+    except TypeError as err:
+        raise ModelError(f"{path}: malformed registration ({err})",
+                         hint="fix or delete it, then register the models again") from None
+
+
+def save_registration(reg: Registration, root: Path | None = None) -> None:
+    """Add or replace one registration; the file is replaced atomically."""
+    import json
+    import os
+    import tempfile
+
+    root = root or model_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    regs = load_registrations(root)
+    regs[reg.name] = reg
+    body = {"format": REGISTRY_FORMAT,
+            "models": {n: {k: v for k, v in asdict(r).items() if k != "name"}
+                       for n, r in sorted(regs.items())}}
+    fd, tmp = tempfile.mkstemp(prefix=".registry-", dir=root)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, root / REGISTRY_FILE)
+
+
+def register_file(name: str, path: Path, source: str, expected_sha256: str | None,
+                  root: Path | None = None) -> Registration:
+    """Check a GGUF (header, sha256 against the pin if any) and record it under ``name``.
+
+    A pinned digest that does not match is refused; without a pin the digest is recorded
+    (trust on first use) and every later use is checked against it."""
+    import datetime as dt
+
+    from ambereval.models.gguf import read_metadata
+
+    root = root or model_dir()
+    path = Path(path).resolve()
+    read_metadata(path)  # a clear error for a missing, truncated or non-GGUF file
+    sha = file_sha256(path)
+    if expected_sha256 and sha != expected_sha256:
+        raise ModelError(f"{path}: sha256 {sha} is not the pinned {expected_sha256} of "
+                         f"{name!r}", hint="the file is corrupt or another model; delete it "
+                         "and install or fetch it again")
+    try:
+        file = str(path.relative_to(root.resolve()))
+    except ValueError:
+        file = str(path)
+    reg = Registration(name=name, file=file, sha256=sha, bytes=path.stat().st_size,
+                       source=source, trust="pinned" if expected_sha256 else "tofu",
+                       registered=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    save_registration(reg, root)
+    return reg
+
+
+def check_registered(reg: Registration, root: Path | None = None) -> Path:
+    """The registered file's path, refusing it when it is gone or its sha256 changed."""
+    path = reg.path(root or model_dir())
+    if not path.is_file():
+        raise ModelError(f"judge {reg.name!r}: registered file {path} is missing",
+                         hint=_redo_hint(reg.name))
+    sha = file_sha256(path)
+    if sha != reg.sha256:
+        raise ModelError(f"judge {reg.name!r}: {path} has sha256 {sha[:16]}…, not the "
+                         f"registered {reg.sha256[:16]}… (corrupt or replaced)",
+                         hint=_redo_hint(reg.name))
+    return path
+
+
+def _redo_hint(name: str) -> str:
+    from ambereval.models.catalog import judge_entry
+
+    entry = judge_entry(name)
+    return entry.obtain_hint if entry else f"amber models add PATH --name {name}"
+
+
+def resolve_judge(name: str) -> Path:
+    """The verified GGUF file of the judge called ``name``.
+
+    Order: the default (inside its wheel); a registration (file present, sha256 as
+    registered); a catalog model found at its file name in the model directory but not yet
+    registered (checked against its pin, else trusted on first use, then registered). An
+    unknown name answers "did you mean …"; a known judge that is not here names the
+    command that gets it."""
+    from ambereval.models.catalog import DEFAULT_JUDGE, JUDGES, judge_entry, unknown_judge
+
+    root = model_dir()
+    regs = load_registrations(root)
+    key = name.strip()
+    entry = judge_entry(key)
+    if entry and entry.name == DEFAULT_JUDGE:
+        return default_judge_path()
+    reg = regs.get(key) or (regs.get(entry.name) if entry else None)
+    if reg is not None:
+        return check_registered(reg, root)
+    if entry is None:
+        raise unknown_judge(key, [j.name for j in JUDGES] + list(regs))
+    candidate = root / entry.file
+    if candidate.is_file():
+        source = (f"hf:{entry.repo}/{entry.file}" if entry.source == "hf"
+                  else f"{entry.source}:{entry.name}")
+        return check_registered(register_file(entry.name, candidate, source, entry.sha256,
+                                              root), root)
+    raise ModelError(f"judge {entry.name!r} is not installed (looked in {root})",
+                     hint=entry.obtain_hint)
+
+
+def judge_statuses() -> list[dict[str, Any]]:
+    """Every judge (catalog first, then other registrations): present or not, path,
+    sha256, size, trust, licence, and its judge card's mean kappa when one was measured.
+
+    Only registered files are reported present; they are not re-hashed here (``amber
+    models verify`` does that), a size change is reported as ``changed``."""
+    from ambereval.models.catalog import DEFAULT_JUDGE, JUDGES
+
+    root = model_dir()
+    regs = load_registrations(root)
+    rows: list[dict[str, Any]] = []
+    for entry in JUDGES:
+        row: dict[str, Any] = {
+            "name": entry.name, "source": entry.source, "repo": entry.repo,
+            "file": entry.file, "licence": entry.licence,
+            "recommended_ctx": entry.recommended_ctx, "pinned_sha256": entry.sha256,
+            "present": False, "path": None, "sha256": None, "bytes": entry.size,
+            "trust": None, "state": "absent", "how": entry.obtain_hint}
+        if entry.name == DEFAULT_JUDGE:
+            try:
+                path = default_judge_path()
+                row.update(present=True, path=str(path), sha256=file_sha256(path),
+                           bytes=path.stat().st_size, trust="wheel", state="ok")
+            except ModelError:
+                pass
+        elif entry.name in regs:
+            row.update(_registered_row(regs[entry.name], root))
+        rows.append(row)
+    known = {j.name for j in JUDGES}
+    for name, reg in regs.items():
+        if name not in known:
+            rows.append({"name": name, "source": reg.source.split(":", 1)[0], "repo": None,
+                         "file": Path(reg.file).name, "licence": None,
+                         "recommended_ctx": None, "pinned_sha256": None,
+                         "how": f"amber models add PATH --name {name}",
+                         **_registered_row(reg, root)})
+    for row in rows:
+        card = judge_card(row["sha256"])
+        row["card"] = str(cards_dir() / f"{row['sha256']}.json") if card else None
+        row["mean_kappa"] = card.get("mean_kappa") if card else None
+    return rows
+
+
+def _registered_row(reg: Registration, root: Path) -> dict[str, Any]:
+    path = reg.path(root)
+    present = path.is_file()
+    state = "ok" if present and path.stat().st_size == reg.bytes else (
+        "changed" if present else "missing")
+    return {"present": present, "path": str(path), "sha256": reg.sha256,
+            "bytes": reg.bytes, "trust": reg.trust, "state": state}
