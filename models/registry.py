@@ -346,3 +346,27 @@ def _registered_row(reg: Registration, root: Path) -> dict[str, Any]:
         "changed" if present else "missing")
     return {"present": present, "path": str(path), "sha256": reg.sha256,
             "bytes": reg.bytes, "trust": reg.trust, "state": state}
+
+
+def add_model(path: str | Path, name: str | None = None) -> Registration:
+    """``amber models add``: register a GGUF copied in by hand (offline machines).
+
+    The name defaults to the catalog judge whose file name it has, else the file's stem in
+    lower case. A catalog judge with a pinned sha256 must match it; any other file is
+    trusted on first use. The file stays where it is."""
+    from ambereval.models.catalog import DEFAULT_JUDGE, JUDGES, judge_entry
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ModelError(f"{path}: model file not found", hint="give the path of a .gguf file")
+    by_file = next((j for j in JUDGES if j.file == path.name), None)
+    chosen = (name or (by_file.name if by_file else path.stem.lower())).strip()
+    if not chosen or "/" in chosen:
+        raise ModelError(f"invalid judge name {chosen!r}", hint="a short name without '/'")
+    if chosen == DEFAULT_JUDGE:
+        raise ModelError(f"{DEFAULT_JUDGE!r} is the built-in default judge",
+                         hint="choose another --name")
+    entry = judge_entry(chosen)
+    pin = entry.sha256 if entry else None
+    return register_file(entry.name if entry else chosen, path, f"add:{path.resolve()}",
+                         pin)
