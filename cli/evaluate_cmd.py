@@ -20,6 +20,9 @@ def evaluate_cmd(
         "--protocol", help="dailyreport, dr3, deepeval or all.")] = "all",
     judge_model: Annotated[list[Path] | None, typer.Option(
         "--judge-model", help="GGUF judge; repeat for an ensemble (default SmolLM2).")] = None,
+    judge_ref: Annotated[list[str] | None, typer.Option(
+        "--judge", help="A judge by name (amber models list); repeatable, and combines with "
+        "--judge-model and --judge-url into one ensemble.")] = None,
     judge_url: JudgeUrl = None,
     judge_name: JudgeName = None,
     judge_ctx: JudgeCtx = 4096,
@@ -58,7 +61,11 @@ def evaluate_cmd(
         if judge_url:
             judges.append((judge_name or "server", open_judge(
                 None, judge_url, judge_name, ledger, ledger_mode, n_ctx=judge_ctx, seed=seed)))
-        for path in judge_model or ([] if judge_url else [None]):
+        for judge_ref_name in judge_ref or []:
+            judges.append((judge_ref_name, open_judge(
+                None, None, None, ledger, ledger_mode, n_ctx=judge_ctx, threads=threads,
+                seed=seed, judge=judge_ref_name)))
+        for path in judge_model or ([] if judge_url or judge_ref else [None]):
             name = path.name if path else "default"
             taken = {n for n, _ in judges}
             base, n = name, 2

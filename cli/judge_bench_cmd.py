@@ -13,6 +13,7 @@ from ambereval.cli.judge_options import (
     JudgeCtx,
     JudgeModel,
     JudgeName,
+    JudgeRef,
     JudgeUrl,
     LedgerMode,
     LedgerPath,
@@ -27,6 +28,7 @@ from ambereval.models import LEDGER_MODES, open_judge
 def judge_bench_cmd(
     data: Annotated[Path, typer.Argument(help="JSONL: {id, claim, evidence, label} per line.")],
     judge_model: JudgeModel = None,
+    judge_ref: JudgeRef = None,
     judge_url: JudgeUrl = None,
     judge_name: JudgeName = None,
     judge_ctx: JudgeCtx = 4096,
@@ -55,7 +57,7 @@ def judge_bench_cmd(
         fail("--ledger-mode replay needs --ledger PATH", exit_code=2)
     with handled():
         judge = open_judge(judge_model, judge_url, judge_name, ledger, ledger_mode,
-                           n_ctx=judge_ctx, threads=threads, seed=seed)
+                           n_ctx=judge_ctx, threads=threads, seed=seed, judge=judge_ref)
         with progress_bar(not as_json) as progress:
             result = run_judge_bench(data, judge, limit=limit, progress=progress,
                                      retrieve_k=retrieve, chunk_tokens=chunk_tokens)

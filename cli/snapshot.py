@@ -12,6 +12,7 @@ from ambereval.cli.judge_options import (
     JudgeCtx,
     JudgeModel,
     JudgeName,
+    JudgeRef,
     JudgeUrl,
     LedgerMode,
     LedgerPath,
@@ -133,6 +134,7 @@ def report_cmd(
     backoff: Backoff = 0.5,
     rate: Rate = 5.0,
     judge_model: JudgeModel = None,
+    judge_ref: JudgeRef = None,
     judge_url: JudgeUrl = None,
     judge_name: JudgeName = None,
     judge_ctx: JudgeCtx = 4096,
@@ -153,7 +155,7 @@ def report_cmd(
         options = _options(reader, concurrency, None, retries, timeout, backoff, rate,
                            top_k=top_k)
         judge = open_judge(judge_model, judge_url, judge_name, ledger, ledger_mode,
-                           n_ctx=judge_ctx, threads=threads, seed=seed)
+                           n_ctx=judge_ctx, threads=threads, seed=seed, judge=judge_ref)
         with progress_bar(not as_json) as progress:
             summary, claims = snapshot_report(report, out, judge, options, task, progress,
                                               extractor)

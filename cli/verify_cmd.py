@@ -12,6 +12,7 @@ from ambereval.cli.judge_options import (
     JudgeCtx,
     JudgeModel,
     JudgeName,
+    JudgeRef,
     JudgeUrl,
     LedgerMode,
     LedgerPath,
@@ -27,6 +28,7 @@ def verify_cmd(
         "--out", "-o", help="Where verdicts.jsonl, summary.json, the ledger and the FAISS "
         "cache go (default: BUNDLE-verify next to the bundle).")] = None,
     judge_model: JudgeModel = None,
+    judge_ref: JudgeRef = None,
     judge_url: JudgeUrl = None,
     judge_name: JudgeName = None,
     judge_ctx: JudgeCtx = 4096,
@@ -63,7 +65,8 @@ def verify_cmd(
 
         Bundle.open(bundle).close()
         judge = open_judge(judge_model, judge_url, judge_name, ledger or out / "ledger.sqlite",
-                           ledger_mode, n_ctx=judge_ctx, threads=threads, seed=seed)
+                           ledger_mode, n_ctx=judge_ctx, threads=threads, seed=seed,
+                           judge=judge_ref)
         options = VerifyOptions(whole_bundle=whole_bundle, page_rule=page_rule)
         with progress_bar(not as_json) as progress:
             result = verify_claims(bundle, judge, Embedder(embedder), options,
