@@ -9,12 +9,14 @@ import typer
 from ambereval import __version__
 from ambereval.cli import (
     aggregate_cmd,
+    audit_cmd,
     bundle_cmd,
     evaluate_cmd,
     import_cmd,
     judge_bench_cmd,
     models_cmd,
     report_cmd,
+    serve_cmd,
     snapshot,
     verify_cmd,
 )
@@ -35,6 +37,8 @@ app.command("doctor")(models_cmd.doctor_cmd)
 app.command("judge-bench")(judge_bench_cmd.judge_bench_cmd)
 app.command("verify")(verify_cmd.verify_cmd)
 app.command("evaluate")(evaluate_cmd.evaluate_cmd)
+app.command("serve")(serve_cmd.serve_cmd)
+app.command("audit")(audit_cmd.audit_cmd)
 
 
 def _version(value: bool) -> None:

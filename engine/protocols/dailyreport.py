@@ -135,4 +135,6 @@ def evaluate_dailyreport(judge: Judge, ctx: EvalContext, max_chars: int = 12_000
             [verdicts[c.id] for c in ctx.claims if c.id in verdicts], cited,
             rules["reference_accuracy"]),
         "verification": verification["summary"],
+        # every claim's verdict with its provenance, for `amber audit`
+        "verdicts": verification["claims"],
     }
