@@ -16,6 +16,7 @@ from ambereval.cli import (
     judge_bench_cmd,
     models_cmd,
     report_cmd,
+    serve_cmd,
     snapshot,
     verify_cmd,
 )
@@ -36,6 +37,7 @@ app.command("doctor")(models_cmd.doctor_cmd)
 app.command("judge-bench")(judge_bench_cmd.judge_bench_cmd)
 app.command("verify")(verify_cmd.verify_cmd)
 app.command("evaluate")(evaluate_cmd.evaluate_cmd)
+app.command("serve")(serve_cmd.serve_cmd)
 app.command("audit")(audit_cmd.audit_cmd)
 
 

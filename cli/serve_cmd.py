@@ -1,0 +1,127 @@
+"""``amber serve``: the frozen evidence as a drop-in web (Serper, Jina Reader, pages)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ambereval.cli.output import fail, handled
+
+
+def _default_ca_dir() -> Path:
+    from ambereval.models.registry import amber_home
+
+    return amber_home() / "ca"
+
+
+def _emit(line: str) -> None:
+    sys.stdout.write(line)
+    sys.stdout.flush()
+
+
+def _note(line: str) -> None:
+    sys.stderr.write(f"amber serve: {line}\n")
+    sys.stderr.flush()
+
+
+def serve_cmd(
+    bundles: Annotated[list[Path] | None, typer.Argument(
+        help="Bundle directories to serve (one index over all).")] = None,
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535,
+                                      help="Port to listen on (0: any free port).")] = 8080,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    proxy: Annotated[bool, typer.Option(
+        "--proxy", help="HTTP/HTTPS intercepting proxy (needs amber-eval[serve]): clients "
+        "with hard-coded https://google.serper.dev and https://r.jina.ai run unchanged.")]
+    = False,
+    ca_dir: Annotated[Path | None, typer.Option(
+        "--ca-dir", help="The proxy's CA, created once (default $AMBER_HOME/ca).")] = None,
+    misses: Annotated[Path | None, typer.Option(
+        "--misses", help="Append every request the bundles cannot answer here (JSONL).")]
+    = None,
+    print_env: Annotated[bool, typer.Option(
+        "--print-env", help="Create the CA if needed, print the proxy's export lines, exit.")]
+    = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Start and stop reports as JSON lines instead of text.")] = False,
+) -> None:
+    """Answer Serper searches, Jina Reader reads and captured pages from bundles; nothing
+    is ever fetched from outside.
+
+    Example: amber serve bundle/ --port 8080   (then SERPER_BASE_URL/JINA_BASE_URL)
+
+    Example: eval "$(amber serve --print-env --port 8080)"; amber serve bundle/ --proxy
+    --port 8080 & python their_eval.py
+    """
+    from ambereval.snapshots.serve_ca import (
+        base_url_env,
+        ensure_ca,
+        export_lines,
+        proxy_env,
+    )
+
+    ca = ca_dir or _default_ca_dir()
+    with handled():
+        if print_env:
+            cert = ensure_ca(ca)
+            _emit(export_lines(proxy_env(host, port, cert)))
+            return
+        if not bundles:
+            fail("no bundle given", hint="amber serve BUNDLE... --port 8080", exit_code=2)
+        from ambereval.netguard import install_offline_guard
+        from ambereval.snapshots.serve_http import BaseUrlServer, check_port_free, wait_for_signal
+        from ambereval.snapshots.serve_index import FrozenWeb
+        from ambereval.snapshots.serve_log import ServeLog
+
+        if proxy:
+            from ambereval.snapshots.serve_proxy import require_mitmproxy
+
+            require_mitmproxy()
+        if port:
+            check_port_free(host, port)
+        web = FrozenWeb(bundles)
+        install_offline_guard(allow=(host,))  # no connection leaves this process
+        log = ServeLog(misses)
+        info: dict[str, Any] = {"event": "start", "mode": "proxy" if proxy else "base-url",
+                                **web.summary()}
+
+        def announce(env: list[tuple[str, str]], url: str) -> None:
+            info.update(url=url, env=dict(env))
+            if as_json:
+                _emit(json.dumps(info, sort_keys=True) + "\n")
+                return
+            _emit(export_lines(env))
+            _note(f"{len(web.bundles)} bundle(s): {info['searches']} searches, "
+                  f"{info['reader_pages']} reader pages, {info['direct_responses']} direct "
+                  f"responses; listening on {url} (Ctrl-C to stop)")
+            for conflict in web.conflicts:
+                _note(f"conflict: {conflict.line()}")
+
+        stop: dict[str, Any] = {"event": "stop"}
+        if proxy:
+            from ambereval.snapshots.serve_proxy import run_proxy
+
+            cert = ensure_ca(ca)
+            refused = run_proxy(
+                web, host, port, ca, log,
+                lambda bound: announce(proxy_env(host, bound, cert), f"http://{host}:{bound}"))
+            stop["upstream_connections_refused"] = refused
+        else:
+            server = BaseUrlServer(web, host, port, log).start()
+            announce(base_url_env(server.url), server.url)
+            try:
+                wait_for_signal()
+            finally:
+                server.stop()
+        stop.update(log.summary())
+        if as_json:
+            _emit(json.dumps(stop, sort_keys=True) + "\n")
+            return
+        line = f"stopped: {log.line()}"
+        if proxy:
+            line += f"; {stop['upstream_connections_refused']} upstream connection attempts"
+        _note(line)

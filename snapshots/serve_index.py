@@ -1,0 +1,342 @@
+"""The frozen web: one in-memory index over the captures of several bundles, answering
+Serper searches, Jina Reader reads and direct page fetches from them ("capture in
+reverse").
+
+Only metadata lives in memory (keys and WARC offsets); bodies are streamed from the
+WARC files when a request is answered. The same request captured more than once is
+answered from the earliest capture; when the captures differ in bytes the clash is
+listed in :attr:`FrozenWeb.conflicts`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ambereval.errors import BundleError
+from ambereval.snapshots.bundle import Bundle
+from ambereval.snapshots.serve_answer import (
+    Answer,
+    Frozen,
+    RecordLoc,
+    decoded_payload,
+    jina_envelope,
+    jina_text,
+    miss,
+    rendered,
+    replay,
+    serper_top,
+)
+from ambereval.snapshots.serve_match import (
+    NotASearch,
+    normalize_url,
+    options_key,
+    reader_options,
+    reader_targets,
+    search_params,
+    wants_json,
+    wants_stream,
+)
+from ambereval.snapshots.transport import archived_url
+from ambereval.snapshots.warc import read_record
+
+SERVICE_HOSTS = {"google.serper.dev": "serper", "r.jina.ai": "jina"}
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """The same request captured with different bytes: ``used`` answers, ``other`` not."""
+
+    service: str
+    request: str
+    used: str
+    other: str
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self.__dict__)
+
+    def line(self) -> str:
+        return f"{self.service} {self.request}: answering from {self.used}, not {self.other}"
+
+
+def _where(item: Frozen) -> str:
+    ref = item.capture_id or (item.response.record_id if item.response else "?")
+    return f"{item.bundle} {ref} ({item.captured_at})"
+
+
+def _parse_warcinfo(body: bytes) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in body.decode("utf-8", "replace").splitlines():
+        name, sep, value = line.partition(":")
+        if sep:
+            out[name.strip()] = value.strip()
+    return out
+
+
+class _Loader:
+    """Reads one bundle's index into :class:`Frozen` items (metadata only)."""
+
+    def __init__(self, bundle: Bundle, order: int) -> None:
+        self.bundle = bundle
+        self.order = order
+        self.name = str(bundle.root)
+        self.records = {r["record_id"]: r for r in bundle.index.rows(
+            "SELECT record_id, warc_file, offset, length, type, target_uri, date,"
+            " payload_digest, refers_to FROM records"
+            " WHERE type IN ('response', 'revisit', 'request', 'warcinfo')")}
+        self._options: dict[str, dict[str, str] | None] = {}
+
+    def loc(self, record_id: str | None) -> RecordLoc | None:
+        row = self.records.get(record_id) if record_id else None
+        if row is None:
+            return None
+        path = self.bundle.root / "archive" / row["warc_file"]
+        return RecordLoc(path, row["offset"], row["length"], row["record_id"])
+
+    def payload_loc(self, record_id: str | None) -> RecordLoc | None:
+        row = self.records.get(record_id) if record_id else None
+        if row is not None and row["type"] == "revisit" and row["refers_to"]:
+            return self.loc(row["refers_to"])
+        return self.loc(record_id)
+
+    def read_body(self, record_id: str) -> bytes:
+        loc = self.loc(record_id)
+        if loc is None:
+            raise BundleError(f"{self.name}: record {record_id} is not in the index")
+        return read_record(loc.path, loc.offset, loc.length).body
+
+    def session_options(self, request_record: str | None) -> dict[str, str] | None:
+        """The reader options of the capture session that wrote ``request_record``
+        (from its WARC file's warcinfo), or the request's own headers as a fallback."""
+        row = self.records.get(request_record) if request_record else None
+        if row is None:
+            return None
+        name = row["warc_file"]
+        if name not in self._options:
+            info_row = self.bundle.index.one(
+                "SELECT warcinfo_id FROM warc_files WHERE name = ?", [name])
+            info: dict[str, str] = {}
+            if info_row and info_row["warcinfo_id"] in self.records:
+                info = _parse_warcinfo(self.read_body(info_row["warcinfo_id"]))
+            raw = info.get("amber-reader-options")
+            self._options[name] = reader_options(json.loads(raw).items()) if raw else None
+        found = self._options[name]
+        if found is not None:
+            return found
+        loc = self.loc(request_record)
+        if loc is None:
+            return None
+        record = read_record(loc.path, loc.offset, loc.length)
+        return reader_options(record.http_headers)
+
+    def item(self, row: dict[str, Any], service: str, key: str, label: str,
+             num: int | None = None) -> Frozen:
+        return Frozen(
+            service=service, key=key, label=label, bundle=self.name, bundle_order=self.order,
+            capture_id=row["id"], captured_at=row["captured_at"],
+            response=self.loc(row["response_record"]),
+            payload=self.payload_loc(row["response_record"]),
+            digest=row["payload_sha256"], status=row["status"], error=row["error"], num=num)
+
+    def load(self) -> Iterable[Frozen]:
+        service_responses: set[str] = set()
+        direct_captures: dict[str, dict[str, Any]] = {}
+        for row in self.bundle.index.rows("SELECT * FROM captures ORDER BY captured_at, id"):
+            if row["response_record"] and row["reader"] != "direct":
+                service_responses.add(row["response_record"])
+            if row["kind"] == "search":
+                try:
+                    params = json.loads(self.read_body(row["request_record"]))
+                    key, num = search_params(params)
+                except (NotASearch, ValueError, TypeError, BundleError):
+                    continue
+                yield self.item(row, "serper", key, json.dumps(params.get("q")), num)
+            elif row["reader"] == "jina":
+                options = self.session_options(row["request_record"]) or {}
+                url = normalize_url(row["url"])
+                yield self.item(row, "jina", f"{url} {options_key(options)}",
+                                archived_url(row["url"]))
+            elif row["reader"] == "direct":
+                if row["response_record"]:
+                    direct_captures[row["response_record"]] = row
+                elif row["state"] == "failed":  # nothing came back: answered with a 502
+                    yield self.item(row, "direct", normalize_url(row["url"]),
+                                    archived_url(row["url"]))
+        for rec in self.records.values():
+            if rec["type"] not in ("response", "revisit") or not rec["target_uri"]:
+                continue
+            if rec["record_id"] in service_responses:
+                continue
+            capture = direct_captures.get(rec["record_id"])
+            url = normalize_url(rec["target_uri"])
+            yield Frozen(
+                service="direct", key=url, label=archived_url(rec["target_uri"]), bundle=self.name,
+                bundle_order=self.order, capture_id=capture["id"] if capture else None,
+                captured_at=capture["captured_at"] if capture else rec["date"],
+                response=self.loc(rec["record_id"]),
+                payload=self.payload_loc(rec["record_id"]), digest=rec["payload_digest"],
+                status=capture["status"] if capture else None, error=None)
+
+
+class FrozenWeb:
+    """Answers requests from the bundles, never from the network.
+
+    Example::
+
+        web = FrozenWeb(["bundle-a", "bundle-b"])
+        answer = web.search([{"q": "largest tea producer", "num": 5}])
+        answer.match, answer.status, answer.read()
+    """
+
+    def __init__(self, bundles: Sequence[str | Path]) -> None:
+        if not bundles:
+            raise BundleError("no bundle given", hint="amber serve BUNDLE... --port 8080")
+        self.bundles = [str(b) for b in bundles]
+        self._items: dict[tuple[str, str], Frozen] = {}
+        self.conflicts: list[Conflict] = []
+        self._reader_urls: set[str] = set()
+        self.hosts: dict[str, str] = dict(SERVICE_HOSTS)
+        self.counts = {"serper": 0, "jina": 0, "direct": 0}
+        found: dict[tuple[str, str], list[Frozen]] = {}
+        for order, root in enumerate(self.bundles):
+            with Bundle.open(root) as bundle:
+                loader = _Loader(bundle, order)
+                for item in loader.load():
+                    found.setdefault((item.service, item.key), []).append(item)
+                for row in bundle.index.rows(
+                        "SELECT DISTINCT reader, fetch_url FROM captures"
+                        " WHERE reader IN ('serper', 'jina')"):
+                    netloc = urlsplit(row["fetch_url"]).netloc.lower()
+                    if netloc:
+                        self.hosts.setdefault(netloc, row["reader"])
+        for key, items in sorted(found.items()):
+            items.sort(key=lambda i: (i.captured_at, i.bundle_order, i.capture_id or "",
+                                      i.response.record_id if i.response else ""))
+            first = items[0]
+            self._items[key] = first
+            if first.service == "jina":
+                self._reader_urls.add(first.key.rsplit(" ", 1)[0])
+            self.counts[first.service] += 1
+            seen = {(first.digest, first.status)}
+            for other in items[1:]:
+                if (other.digest, other.status) in seen:
+                    continue
+                seen.add((other.digest, other.status))
+                self.conflicts.append(Conflict(first.service, first.label, _where(first),
+                                               _where(other)))
+
+    def _get(self, service: str, key: str) -> Frozen | None:
+        return self._items.get((service, key))
+
+    def service_for_host(self, netloc: str) -> str | None:
+        """``serper``/``jina`` for a service host (the real ones and every base URL the
+        captures used), else None (a page, replayed as captured)."""
+        return self.hosts.get(netloc.lower())
+
+    # -- Serper ------------------------------------------------------------------------
+    def search(self, queries: list[dict[str, Any]], batch: bool = False) -> Answer:
+        """A Serper ``POST /search`` (a batch when the body was a JSON list)."""
+        answers: list[Answer] = []
+        for query in queries:
+            answer = self._search_one(query)
+            if answer.match == "miss" or not batch:
+                return answer
+            answers.append(answer)
+        parts = [a.read() for a in answers]
+        body = b"[" + b",".join(parts) + b"]"
+        ids = ",".join(a.record_id or "" for a in answers)
+        return Answer(200, "OK", [("Content-Type", "application/json; charset=utf-8"),
+                                  ("X-Amber-Match", "rendered"), ("X-Amber-Record", ids)],
+                      "rendered", "serper", body=body, length=len(body))
+
+    def _search_one(self, query: dict[str, Any]) -> Answer:
+        try:
+            key, num = search_params(query)
+        except NotASearch as exc:
+            return miss("serper", f"not a search request ({exc})")
+        item = self._get("serper", key)
+        if item is None:
+            return miss("serper", f"search {query.get('q')!r} with these parameters was "
+                        "never captured")
+        if item.num is None or num == item.num or item.status != 200:
+            return replay(item)
+        if num > item.num:
+            return miss("serper", f"search {query.get('q')!r} was captured with "
+                        f"num={item.num}, asked for num={num}")
+        try:
+            return serper_top(item, num)
+        except (ValueError, AttributeError):
+            return replay(item)
+
+    # -- Jina Reader -------------------------------------------------------------------
+    def read(self, target: str, headers: list[tuple[str, str]],
+             head_only: bool = False) -> Answer:
+        """A Jina Reader ``GET /<target>``, in the format the headers ask for."""
+        accept = next((v for k, v in headers if k.lower() == "accept"), None)
+        if wants_stream(accept):
+            return miss("jina", "streamed (text/event-stream) answers are not replayed")
+        options = reader_options(headers)
+        candidates = reader_targets(target)
+        if not candidates:
+            return miss("jina", "no target URL after the reader's /")
+        item = None
+        for url in candidates:
+            item = self._get("jina", f"{url} {options_key(options)}")
+            if item is not None:
+                break
+        if item is None:
+            known = any(self._reader_has(url) for url in candidates)
+            shown = archived_url(candidates[0])
+            if known:
+                return miss("jina", f"{shown} was captured with other reader "
+                            f"options than {options or 'the defaults'}")
+            why = f"{shown} was never read through Jina Reader"
+            if any(self._get("direct", url) for url in candidates):
+                why += " (it was fetched directly: use amber serve --proxy)"
+            return miss("jina", why)
+        return self._reader_format(item, wants_json(accept), options, head_only)
+
+    def _reader_has(self, url: str) -> bool:
+        return url in self._reader_urls
+
+    def _reader_format(self, item: Frozen, want_json: bool, options: dict[str, str],
+                       head_only: bool) -> Answer:
+        if item.response is None or item.status != 200:
+            return replay(item, head_only)
+        _, _, body = decoded_payload(item)
+        data = jina_envelope(body)
+        captured_json = data is not None
+        if want_json == captured_json:
+            return replay(item, head_only)
+        if captured_json and data is not None:
+            if options.get("x-return-format", "markdown") != "markdown":
+                return miss("jina", f"{item.label} was captured as JSON; its text form for "
+                            f"X-Return-Format={options['x-return-format']} is not rendered")
+            return rendered(item, jina_text(data), "text/plain; charset=utf-8",
+                            "text format from the captured JSON envelope")
+        return miss("jina", f"{item.label} was captured as text; the JSON envelope "
+                    "(description, usage, links) was never captured")
+
+    # -- pages -------------------------------------------------------------------------
+    def page(self, method: str, url: str) -> Answer:
+        """A page fetched directly (proxy mode), replayed as captured."""
+        if method not in ("GET", "HEAD"):
+            return miss("direct", f"{method} {archived_url(url)}: only GET and HEAD of "
+                        "captured pages are replayed")
+        key = normalize_url(url)
+        item = self._get("direct", key)
+        if item is None:
+            why = f"{archived_url(url)} was never fetched directly"
+            if self._reader_has(key):
+                why += " (only its text, through Jina Reader, was captured)"
+            return miss("direct", why)
+        return replay(item, head_only=method == "HEAD")
+
+    def summary(self) -> dict[str, Any]:
+        return {"bundles": self.bundles, "searches": self.counts["serper"],
+                "reader_pages": self.counts["jina"], "direct_responses": self.counts["direct"],
+                "conflicts": [c.as_dict() for c in self.conflicts]}

@@ -1,0 +1,65 @@
+"""What ``amber serve`` answered: counts per match kind and service, and every miss
+appended to a JSONL file (``time``, ``method``, ``url``, ``service``, ``reason``) so a
+researcher sees what the original code asked that the bundle lacks.
+
+URLs are logged with key-like query values redacted; headers are never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from ambereval.snapshots.serve_answer import Answer
+from ambereval.snapshots.transport import archived_url
+
+
+class ServeLog:
+    """Thread-safe tally of answers; misses go to ``misses_path`` as they happen."""
+
+    def __init__(self, misses_path: Path | None = None) -> None:
+        self.misses_path = misses_path
+        self._fh: TextIO | None = None
+        if misses_path is not None:
+            misses_path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(misses_path, "a", encoding="utf-8")  # noqa: SIM115
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {"exact": 0, "rendered": 0, "miss": 0}
+        self.by_service: dict[str, dict[str, int]] = {}
+
+    def note(self, method: str, url: str, answer: Answer) -> None:
+        with self._lock:
+            self.counts[answer.match] = self.counts.get(answer.match, 0) + 1
+            per = self.by_service.setdefault(answer.service, {})
+            per[answer.match] = per.get(answer.match, 0) + 1
+            if answer.match != "miss" or self._fh is None:
+                return
+            line = {"time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    "method": method, "url": archived_url(url), "service": answer.service,
+                    "reason": answer.miss_reason}
+            self._fh.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            return {"answered": self.counts["exact"] + self.counts["rendered"],
+                    **self.counts, "by_service": {k: dict(v) for k, v in
+                                                  sorted(self.by_service.items())},
+                    "misses_file": str(self.misses_path) if self.misses_path else None}
+
+    def line(self) -> str:
+        s = self.summary()
+        text = (f"{s['answered']} answered ({s['exact']} exact, {s['rendered']} rendered), "
+                f"{s['miss']} misses")
+        if s["miss"] and s["misses_file"]:
+            text += f" (logged to {s['misses_file']})"
+        return text
