@@ -626,7 +626,7 @@ def _load_verify(loader: _Loader, run_dir: Path) -> Audit:
     system = Path(name).parent.name or Path(name).name or "default"
     rep = AuditReport(key=Path(name).name or "bundle", name=report_name, report_id=report_id,
                       bundle=name, system=system, task=None, text=text, scores=scores)
-    rep.items = _claim_items(loader, bundle, verdicts, "verify", "verify", "judge")
+    rep.items = _claim_items(loader, bundle, verdicts, "verify", "claims", judge)
     inputs = {k: summary.get(k) for k in ("judge", "embedder", "options", "prompt_sha256",
                                           "retriever") if k in summary}
     return Audit("verify", str(run_dir), list(VERIFY_COLUMNS),
