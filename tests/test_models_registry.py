@@ -147,6 +147,16 @@ def test_cli_add_list_and_judge_errors(tmp_path: Path, home: Path) -> None:
                      str(model), env=env)
     assert both.returncode == 2 and "one of --judge" in both.stderr
     assert "Traceback" not in unknown.stderr + absent.stderr + both.stderr
+    ensemble = run_amber("evaluate", str(tmp_path / "bundle"), "--task", str(data), "--out",
+                         str(tmp_path / "run"), "--judge", "hand", "--judge", "gemma-3-27b",
+                         env=env)
+    assert ensemble.returncode == 2 and "did you mean 'gemma-3-12b'" in ensemble.stderr
+    report = tmp_path / "report.md"
+    report.write_text("# R\n\nParis is in France [1].\n\n## References\n[1] https://a.example/\n")
+    snap = run_amber("snapshot", "report", str(report), "--out", str(tmp_path / "b"),
+                     "--judge", "gemma-2-9b", env=env)
+    assert snap.returncode == 1 and "amber models fetch gemma-2-9b" in snap.stderr
+    assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
 
 
 @pytest.mark.slow
