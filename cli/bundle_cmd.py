@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 
 from ambereval.cli.output import handled, print_json, stdout
-from ambereval.snapshots import Bundle, bundle_stats, pack_bundle, unpack_bundle, verify_bundle
 
 app = typer.Typer(no_args_is_help=True, help="Check, pack and inspect evidence bundles.")
 
@@ -23,6 +22,8 @@ def verify_cmd(bundle: BundleArg, as_json: Json = False) -> None:
 
     Example: amber bundle verify bundle/
     """
+    from ambereval.snapshots import verify_bundle
+
     with handled():
         report = verify_bundle(bundle)
     if as_json:
@@ -45,6 +46,8 @@ def pack_cmd(
 
     Example: amber bundle pack bundle/ --out bundle.wacz
     """
+    from ambereval.snapshots import pack_bundle
+
     with handled():
         path = pack_bundle(bundle, out)
     stdout.print(f"wrote {path} ({path.stat().st_size} bytes)")
@@ -59,6 +62,8 @@ def unpack_cmd(
 
     Example: amber bundle unpack bundle.wacz --out bundle/
     """
+    from ambereval.snapshots import unpack_bundle
+
     with handled():
         path = unpack_bundle(wacz, out)
     stdout.print(f"unpacked into {path}")
@@ -70,6 +75,8 @@ def stats_cmd(bundle: BundleArg, as_json: Json = False) -> None:
 
     Example: amber bundle stats bundle/ --json
     """
+    from ambereval.snapshots import bundle_stats
+
     with handled():
         stats = bundle_stats(bundle)
     if as_json:
@@ -92,6 +99,8 @@ def show_cmd(
 
     Example: amber bundle show bundle/ https://example.com/
     """
+    from ambereval.snapshots import Bundle
+
     with handled(), Bundle.open(bundle) as b:
         cap = b.read_capture(ref)
     doc = {

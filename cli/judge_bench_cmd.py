@@ -21,8 +21,6 @@ from ambereval.cli.judge_options import (
     Threads,
 )
 from ambereval.cli.output import fail, handled, print_json, progress_bar, stdout
-from ambereval.engine.judge_bench import run_judge_bench
-from ambereval.models import LEDGER_MODES, open_judge
 
 
 def judge_bench_cmd(
@@ -50,6 +48,9 @@ def judge_bench_cmd(
 
     Example: amber judge-bench pairs.jsonl --ledger judge.sqlite --json
     """
+    from ambereval.engine.judge_bench import run_judge_bench
+    from ambereval.models import LEDGER_MODES, open_judge
+
     if ledger_mode not in LEDGER_MODES:
         fail(f"unknown --ledger-mode {ledger_mode!r}", hint="record, reuse or replay",
              exit_code=2)

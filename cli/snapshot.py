@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -20,15 +20,9 @@ from ambereval.cli.judge_options import (
     Threads,
 )
 from ambereval.cli.output import fail, handled, print_json, progress_bar, stdout
-from ambereval.snapshots import (
-    CaptureOptions,
-    CaptureSummary,
-    RetryPolicy,
-    capture_claims,
-    capture_urls,
-    load_claims,
-    load_urls,
-)
+
+if TYPE_CHECKING:
+    from ambereval.snapshots import CaptureOptions, CaptureSummary
 
 app = typer.Typer(no_args_is_help=True, help="Capture web evidence into a bundle (online).")
 
@@ -61,6 +55,8 @@ def _options(reader: str, concurrency: int, jina: list[str] | None, retries: int
     if reader not in ("jina", "direct"):
         fail(f"unknown reader {reader!r}", hint="use --reader jina or --reader direct",
              exit_code=2)
+    from ambereval.snapshots import CaptureOptions, RetryPolicy
+
     policy = RetryPolicy(attempts=retries, timeout=timeout, backoff=backoff)
     limit = rate or None
     return CaptureOptions.from_env(
@@ -109,6 +105,8 @@ def claims_cmd(
     with handled():
         options = _options(reader, concurrency, jina_option, retries, timeout, backoff, rate,
                            top_k=top_k, gl=gl, hl=hl, num=num, tbs=tbs, page=page)
+        from ambereval.snapshots import capture_claims, load_claims
+
         items = load_claims(claims)
         with progress_bar(not as_json) as progress:
             summary = capture_claims(out, items, options, progress)
@@ -185,6 +183,8 @@ def urls_cmd(
     """
     with handled():
         options = _options(reader, concurrency, jina_option, retries, timeout, backoff, rate)
+        from ambereval.snapshots import capture_urls, load_urls
+
         items = load_urls(urls)
         with progress_bar(not as_json) as progress:
             summary = capture_urls(out, items, options, progress)

@@ -5,6 +5,11 @@ Public nouns: :class:`Bundle`, :func:`capture_claims`, :func:`capture_urls`,
 :func:`unpack_bundle`, :func:`bundle_stats`, :func:`load_claims`, :func:`load_urls`.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ambereval.errors import (
     AmberError,
     BundleError,
@@ -14,13 +19,39 @@ from ambereval.errors import (
     UnsafeArchiveError,
     VerificationError,
 )
-from ambereval.snapshots.bundle import Bundle, StoredCapture
-from ambereval.snapshots.capture import CaptureOptions, CaptureSummary, capture_claims, capture_urls
-from ambereval.snapshots.claims_input import ClaimInput, load_claims, load_urls
-from ambereval.snapshots.stats import bundle_stats
-from ambereval.snapshots.transport import RetryPolicy
-from ambereval.snapshots.verify import VerifyReport, verify_bundle
-from ambereval.snapshots.wacz import pack_bundle, unpack_bundle
+
+if TYPE_CHECKING:
+    from ambereval.snapshots.bundle import Bundle, StoredCapture
+    from ambereval.snapshots.capture import (
+        CaptureOptions,
+        CaptureSummary,
+        capture_claims,
+        capture_urls,
+    )
+    from ambereval.snapshots.claims_input import ClaimInput, load_claims, load_urls
+    from ambereval.snapshots.stats import bundle_stats
+    from ambereval.snapshots.transport import RetryPolicy
+    from ambereval.snapshots.verify import VerifyReport, verify_bundle
+    from ambereval.snapshots.wacz import pack_bundle, unpack_bundle
+
+# Exported lazily (PEP 562): `amber bundle stats` must not pay for the capture clients
+# (httpx, trafilatura) it never uses.
+_LAZY = {
+    "Bundle": "bundle", "StoredCapture": "bundle", "CaptureOptions": "capture",
+    "CaptureSummary": "capture", "capture_claims": "capture", "capture_urls": "capture",
+    "ClaimInput": "claims_input", "load_claims": "claims_input", "load_urls": "claims_input",
+    "bundle_stats": "stats", "RetryPolicy": "transport", "VerifyReport": "verify",
+    "verify_bundle": "verify", "pack_bundle": "wacz", "unpack_bundle": "wacz",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ambereval.snapshots' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"ambereval.snapshots.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AmberError", "Bundle", "BundleError", "CaptureOptions", "CaptureSummary", "ClaimInput",

@@ -14,8 +14,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cdxj_indexer.main import CDXJIndexer
-
 from ambereval import __version__
 
 WACZ_VERSION = "1.1.1"  # the version py-wacz (0.6) validates; see README "Formats"
@@ -66,6 +64,8 @@ def write_cdx(root: Path, warc_paths: list[Path]) -> None:
     data = io.BytesIO()
     summary = io.StringIO()
     if warc_paths:
+        from cdxj_indexer.main import CDXJIndexer  # slow import; only writers need it
+
         indexer = CDXJIndexer(
             summary,
             [str(p) for p in warc_paths],

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.recordloader import ArcWarcRecord
@@ -22,7 +22,8 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from ambereval.snapshots.transport import Exchange
+if TYPE_CHECKING:  # annotations only: reading a bundle needs no HTTP client
+    from ambereval.snapshots.transport import Exchange
 
 IdFactory = Callable[[], str]
 Clock = Callable[[], datetime]

@@ -59,8 +59,9 @@ def test_spec_is_exact_below_the_threshold_and_ivf_above() -> None:
     assert IndexSpec().resolve(20_000)["type"] == "IndexFlatIP"
     big = IndexSpec().resolve(100_000)
     assert big == {"type": "IndexIVFFlat", "metric": "inner_product", "ann_threshold": 20_000,
-                   "nlist": 1024, "nprobe": 128, "train_sample": 65_536, "seed": 0}
-    assert IndexSpec().resolve(1_000_000)["nlist"] == 4096
+                   "nlist": 1024, "nprobe": 128, "train_sample": 40_960, "seed": 0}
+    assert (IndexSpec().resolve(1_000_000)["nlist"], IndexSpec().resolve(1_000_000)["nprobe"]) \
+        == (4096, 256)
     assert IndexSpec.from_identity({"params": big}).resolve(100_000) == big
     assert IndexSpec.from_identity({"params": IndexSpec().resolve(10)}) == IndexSpec()
 
