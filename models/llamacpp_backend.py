@@ -91,8 +91,24 @@ class LlamaCppBackend:
 
     # -- prompting ---------------------------------------------------------------------
     def render(self, messages: list[Message]) -> tuple[str, list[str]]:
+        from jinja2.exceptions import TemplateError
+
         self.llm()
-        out = self._formatter(messages=messages)
+        try:
+            out = self._formatter(messages=messages)
+        except (TemplateError, ValueError) as err:  # llama-cpp's raise_exception: ValueError
+            # Gemma-2's template refuses a system turn: fold it into the first user turn
+            # (what Gemma-3's template does by itself); any other refusal is the prompt's.
+            if not messages or messages[0]["role"] != "system" or len(messages) < 2:
+                raise PromptError(f"the model's chat template refused the messages: {err}",
+                                  hint="this model cannot be used as a judge as is") from None
+            system, first, *rest = messages
+            folded = {**first, "content": f"{system['content']}\n\n{first['content']}"}
+            try:
+                out = self._formatter(messages=[folded, *rest])
+            except (TemplateError, ValueError) as again:
+                raise PromptError(f"the model's chat template refused the messages: {again}",
+                                  hint="this model cannot be used as a judge as is") from None
         stops = out.stop if isinstance(out.stop, list) else [out.stop] if out.stop else []
         return out.prompt, stops
 
