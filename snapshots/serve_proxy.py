@@ -75,12 +75,15 @@ class FrozenAddon:
         answer = await asyncio.to_thread(self.answer, *args)
         body = await asyncio.to_thread(answer.read)
         response = http.Response.make(
-            answer.status, body,
+            answer.status, b"",
             [(k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
              for k, v in answer.headers])
         response.reason = answer.reason or ""
-        if method_is_head(req.method):
-            response.headers["Content-Length"] = str(answer.length)
+        # the bytes as captured: raw_content, since setting .content would encode them
+        # again under the captured Content-Encoding
+        response.raw_content = body
+        response.headers["Content-Length"] = str(answer.length if method_is_head(req.method)
+                                                 else len(body))
         flow.response = response
         self.log.note(req.method, req.url, answer)
 

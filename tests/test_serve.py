@@ -260,3 +260,14 @@ def test_print_env_creates_the_ca_once(tmp_path: Path) -> None:
                             f'--print-env --port 9090 --ca-dir {ca})"; echo "$https_proxy"'],
                            capture_output=True, text=True, timeout=120)
     assert shell.stdout == "http://127.0.0.1:9090\n"
+
+
+def test_proxy_without_mitmproxy_names_the_extra(captured: dict) -> None:
+    code = ("import sys; sys.modules['mitmproxy'] = None; "
+            "from ambereval.cli.main import run; "
+            f"sys.argv = ['amber', 'serve', {str(captured['bundle'])!r}, '--proxy', "
+            f"'--port', '{free_port()}']; run()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "amber-eval[serve]" in done.stderr
