@@ -149,6 +149,33 @@ def add_cmd(
                  f"{reg.sha256}, {reg.trust})")
 
 
+@app.command("verify")
+def verify_cmd(
+    names: Annotated[list[str] | None, typer.Argument(help="Judges (default: all registered).")
+                     ] = None,
+    as_json: Json = False,
+) -> None:
+    """Re-hash registered judges against their recorded (or pinned) sha256; exit 3 when one
+    is missing or changed.
+
+    Example: amber models verify qwen2.5-coder-1.5b
+    """
+    from ambereval.models.registry import verify_judges
+
+    with handled():
+        rows = verify_judges(names)
+    if as_json:
+        print_json(rows)
+    else:
+        for row in rows:
+            stdout.print(f"ok: {row['name']} {row['sha256']}" if row["ok"]
+                         else f"FAILED: {row['error']}")
+        if not rows:
+            stdout.print("no registered judges (amber models install|fetch|add)")
+    if not all(r["ok"] for r in rows):
+        raise typer.Exit(3)
+
+
 def doctor_cmd(as_json: Json = False) -> None:
     """Check the install: llama.cpp build flags and CPU features, models, offline readiness.
 

@@ -162,8 +162,9 @@ JUDGES: tuple[JudgeEntry, ...] = (
         file="gemma-2-9b-it-Q4_K_M.gguf",
         description="Gemma-2-9B-it Q4_K_M",
         licence="Gemma Terms of Use (with prohibited-use policy)",
-        chat_template="<start_of_turn>user/model ... <end_of_turn>; NO system role: the "
-        "GGUF's template rejects one, so the instructions must go in the user turn",
+        chat_template="<start_of_turn>user/model ... <end_of_turn>; no system role: the "
+        "GGUF's template rejects one, so the in-process backend folds the instructions into "
+        "the first user turn",
         recommended_ctx=8192, max_ctx=8192, approx_gb=5.8),
     JudgeEntry(
         name="gemma-3-12b", source="hf", repo="bartowski/google_gemma-3-12b-it-GGUF",

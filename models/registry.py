@@ -301,7 +301,8 @@ def judge_statuses() -> list[dict[str, Any]]:
     sha256, size, trust, licence, and its judge card's mean kappa when one was measured.
 
     Only registered files are reported present; they are not re-hashed here (``amber
-    models verify`` does that), a size change is reported as ``changed``."""
+    models verify`` and every ``--judge`` use do that); a size change shows as
+    ``changed``."""
     from ambereval.models.catalog import DEFAULT_JUDGE, JUDGES
 
     root = model_dir()
@@ -370,3 +371,34 @@ def add_model(path: str | Path, name: str | None = None) -> Registration:
     pin = entry.sha256 if entry else None
     return register_file(entry.name if entry else chosen, path, f"add:{path.resolve()}",
                          pin)
+
+
+def verify_judges(names: list[str] | None = None) -> list[dict[str, Any]]:
+    """Re-hash registered judges (all, or ``names``): each with ``ok`` and the error when
+    its file is missing or its sha256 is not the registered (or pinned) one."""
+    from ambereval.models.catalog import judge_entry, unknown_judge
+
+    root = model_dir()
+    regs = load_registrations(root)
+    if names:
+        missing = [n for n in names if n not in regs]
+        if missing:
+            entry = judge_entry(missing[0])
+            if entry is None:
+                raise unknown_judge(missing[0], list(regs))
+            raise ModelError(f"judge {entry.name!r} is not registered", hint=entry.obtain_hint)
+    out: list[dict[str, Any]] = []
+    for name in names or list(regs):
+        reg = regs[name]
+        entry = judge_entry(name)
+        row: dict[str, Any] = {"name": name, "path": str(reg.path(root)),
+                               "sha256": reg.sha256, "ok": True, "error": None}
+        try:
+            check_registered(reg, root)
+            if entry and entry.sha256 and reg.sha256 != entry.sha256:
+                raise ModelError(f"judge {name!r}: registered sha256 is not the pinned "
+                                 f"{entry.sha256}")
+        except ModelError as err:
+            row.update(ok=False, error=str(err))
+        out.append(row)
+    return out

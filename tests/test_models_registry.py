@@ -175,3 +175,17 @@ def test_judge_bench_runs_a_registered_judge_by_name(tmp_path: Path, home: Path)
     result = json.loads(proc.stdout)
     assert result["n"] == 1
     assert sha256(default_judge_path().read_bytes()) in json.dumps(result)
+
+
+def test_cli_verify_rehashes_registered_judges(tmp_path: Path, home: Path) -> None:
+    env = {"AMBER_HOME": str(home)}
+    model = tmp_path / "v.gguf"
+    model.write_bytes(tiny_gguf("v"))
+    assert run_amber("models", "add", str(model), "--name", "v", env=env).returncode == 0
+    ok = run_amber("models", "verify", "--json", env=env)
+    assert ok.returncode == 0 and json.loads(ok.stdout)[0]["ok"] is True
+    model.write_bytes(tiny_gguf("tampered"))
+    bad = run_amber("models", "verify", "v", env=env)
+    assert bad.returncode == 3 and "FAILED: judge 'v'" in bad.stdout
+    absent = run_amber("models", "verify", "qwen2.5-7b", env=env)
+    assert absent.returncode == 1 and "amber models fetch qwen2.5-7b" in absent.stderr
