@@ -9,7 +9,8 @@ from conftest import run_amber
 
 def test_models_list_and_doctor() -> None:
     listed = json.loads(run_amber("models", "list", "--json").stdout)
-    judge = next(m for m in listed if m["kind"] == "judge")
+    judge = next(j for j in listed["judges"] if j["name"] == "smollm2-135m")
+    assert listed["embedders"][0]["present"]
     assert judge["present"] and judge["path"].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
     assert judge["sha256"] == file_sha256(judge["path"]) and judge["bytes"] > 50_000_000
     done = run_amber("doctor", "--json")
