@@ -41,13 +41,19 @@ def list_cmd(as_json: Json = False) -> None:
             "none" if j["present"] else "-")
         state = "yes" if j["state"] == "ok" else ("no" if j["state"] == "absent" else j["state"])
         table.add_row(j["name"], state, j["trust"] or "-", size, kappa,
-                      (j["sha256"] or "-")[:12], j["path"] or j["how"].split(";")[0])
+                      (j["sha256"] or "-")[:12],
+                      _home(j["path"]) if j["path"] else j["how"].split(";")[0])
     stdout.print(table)
     for m in embedders:
         stdout.print(f"embedder {m['name']}: {'present' if m['present'] else 'MISSING'}, "
                      f"{_size(m['bytes']) if m['bytes'] else '-'}, {m['path'] or '-'}")
     stdout.print("kappa: mean Cohen's kappa of the judge card (amber judge-bench --suite); "
                  "none: not measured yet")
+
+
+def _home(path: str) -> str:
+    home = str(Path.home())
+    return "~" + path[len(home):] if path.startswith(home + "/") else path
 
 
 def _size(n: int) -> str:

@@ -14,11 +14,15 @@ registered as trusted on first use, every later use being checked against it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import shutil
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -129,7 +133,8 @@ def fetch_model(name_or_repo: str, file: str | None = None, *, name: str | None 
         raise ModelError(f"HF_HUB_OFFLINE is set and {Path(file).name} is not in {root}",
                          hint=f"copy it there by hand and run amber models add PATH "
                          f"--name {name}, or unset HF_HUB_OFFLINE")
-    resumed = _download(repo, file, revision, final, show_progress)
+    with _fetch_lock(final):
+        resumed = _download(repo, file, revision, final, show_progress)
     partial = final.with_name(final.name + ".incomplete")
     sha = file_sha256(partial)
     expected = pinned or _json(_sidecar(partial)).get("etag")
@@ -143,6 +148,18 @@ def fetch_model(name_or_repo: str, file: str | None = None, *, name: str | None 
     _sidecar(partial).unlink(missing_ok=True)
     register_file(name, final, source, pinned, root)
     return done("fetched", "pinned" if pinned else "tofu", resumed)
+
+
+@contextmanager
+def _fetch_lock(final: Path) -> Iterator[None]:
+    """One fetch of a file at a time: two would append to the same partial file."""
+    with open(final.with_name(f".fetch-{final.name}.lock"), "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ModelError(f"another fetch of {final.name} is running",
+                             hint="wait for it to finish") from None
+        yield
 
 
 def _sidecar(partial: Path) -> Path:
@@ -203,6 +220,11 @@ def _download(repo: str, file: str, revision: str, final: Path, show_progress: b
     if previous.get("etag") != meta.etag or (meta.size is not None and have > meta.size):
         have = 0
         partial.write_bytes(b"")
+    free = shutil.disk_usage(final.parent).free
+    if meta.size is not None and free < meta.size - have + (64 << 20):
+        raise ModelError(f"not enough disk space in {final.parent}: {free >> 20} MiB free, "
+                         f"{(meta.size - have) >> 20} MiB still to download",
+                         hint="free some space or point AMBER_HOME at a larger disk")
     _sidecar(partial).write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
     if not show_progress:
         from huggingface_hub.utils import disable_progress_bars

@@ -40,7 +40,8 @@ def test_fetch_registers_trust_on_first_use(hub: FakeHub, tmp_path: Path) -> Non
     assert (result.action, result.trust, result.resumed_from) == ("fetched", "tofu", 0)
     assert result.name == "tiny-q4_k_m" and result.sha256 == sha256(MODEL)
     assert (root(tmp_path) / FILE).read_bytes() == MODEL
-    assert sorted(p.name for p in root(tmp_path).iterdir()) == sorted([FILE, "registry.json"])
+    assert sorted(p.name for p in root(tmp_path).iterdir() if not p.name.startswith(".")) == \
+        sorted([FILE, "registry.json"])
     reg = load_registrations(root(tmp_path))["tiny-q4_k_m"]
     assert (reg.source, reg.trust) == (f"hf:{REPO}/{FILE}", "tofu")
     assert resolve_judge("tiny-q4_k_m") == root(tmp_path) / FILE
@@ -136,3 +137,15 @@ def test_cli_fetch_then_list(hub: FakeHub, tmp_path: Path) -> None:
     assert bad.returncode == 2 and "give the GGUF file too" in bad.stderr
     unknown = run_amber("models", "fetch", "lama-3.1-8b", env=env)
     assert unknown.returncode == 2 and "did you mean 'llama-3.1-8b'" in unknown.stderr
+
+
+def test_one_fetch_of_a_file_at_a_time(hub: FakeHub, tmp_path: Path) -> None:
+    import fcntl
+
+    root(tmp_path).mkdir(parents=True)
+    with open(root(tmp_path) / f".fetch-{FILE}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(ModelError, match="another fetch of .* is running"):
+            fetch_model(REPO, FILE)
+    assert hub.gets() == []
+    assert fetch_model(REPO, FILE).action == "fetched"

