@@ -11,6 +11,7 @@ from ambereval.cli import (
     aggregate_cmd,
     audit_cmd,
     bundle_cmd,
+    diff_cmd,
     evaluate_cmd,
     import_cmd,
     judge_bench_cmd,
@@ -39,6 +40,7 @@ app.command("verify")(verify_cmd.verify_cmd)
 app.command("evaluate")(evaluate_cmd.evaluate_cmd)
 app.command("serve")(serve_cmd.serve_cmd)
 app.command("audit")(audit_cmd.audit_cmd)
+app.command("diff")(diff_cmd.diff_cmd)
 
 
 def _version(value: bool) -> None:

@@ -218,9 +218,10 @@ def passages_in_prompt(messages: list[dict[str, Any]], page_text: str) -> list[P
 
 # -- the loader ----------------------------------------------------------------------------
 class _Loader:
-    def __init__(self, run_dir: Path, roots: list[Path] | None) -> None:
+    def __init__(self, run_dir: Path, roots: list[Path] | None, pages: bool = True) -> None:
         self.run_dir = run_dir
         self.roots = roots
+        self.with_pages = pages
         self.audit: Audit | None = None
         self.ledger = LedgerReader(run_dir / "ledger.sqlite")
         self.bundles: dict[str, Bundle | None] = {}
@@ -257,7 +258,7 @@ class _Loader:
     def page(self, bundle: Bundle | None, record_id: str | None,
              capture_id: str | None = None) -> dict[str, Any] | None:
         """Text and capture metadata for a conversion record (or a capture's text)."""
-        if bundle is None:
+        if bundle is None or not self.with_pages:
             return None
         if record_id is None and capture_id:
             row = bundle.index.one("SELECT record_id FROM texts WHERE capture_id = ?",
@@ -634,9 +635,11 @@ def _load_verify(loader: _Loader, run_dir: Path) -> Audit:
                  inputs=inputs)
 
 
-def load_audit(run_dir: str | Path, bundles: list[str | Path] | None = None) -> Audit:
+def load_audit(run_dir: str | Path, bundles: list[str | Path] | None = None,
+               pages: bool = True) -> Audit:
     """Everything an auditor needs from an ``amber evaluate`` run directory or an
-    ``amber verify`` output directory.
+    ``amber verify`` output directory. ``pages=False`` skips reading page texts (the
+    verdicts and scores alone, e.g. for a diff).
 
     Example: ``load_audit("run/").reports[0].items[0].evidence[0].passages``
     """
@@ -644,7 +647,7 @@ def load_audit(run_dir: str | Path, bundles: list[str | Path] | None = None) -> 
     if not run_dir.is_dir():
         raise InputError(f"{run_dir}: no such run directory")
     roots = [Path(b) for b in bundles or []]
-    loader = _Loader(run_dir, roots)
+    loader = _Loader(run_dir, roots, pages)
     try:
         if (run_dir / "manifest.json").is_file():
             audit = _load_evaluate(loader, run_dir)

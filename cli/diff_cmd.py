@@ -1,0 +1,94 @@
+"""``amber diff``: two runs side by side — inputs, then the scores and verdicts that moved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ambereval.cli.output import handled, print_json, stdout
+
+
+def diff_cmd(
+    run_a: Annotated[Path, typer.Argument(help="A run directory (or `amber verify` output).")],
+    run_b: Annotated[Path, typer.Argument(help="Another one of the same kind.")],
+    limit: Annotated[int, typer.Option(
+        "--limit", min=1, help="Rows shown per table in the terminal.")] = 30,
+    exit_code: Annotated[bool, typer.Option(
+        "--exit-code", help="Exit 3 when the runs differ (for scripts and CI).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole diff as JSON.")]
+    = False,
+) -> None:
+    """What differs between two runs: inputs (judges, bundles, options, rules, prompts'
+    sha256, retriever), then the scores and verdicts that moved, largest first.
+
+    Example: amber diff run-smol/ run-qwen/ --limit 20
+    """
+    from ambereval.engine.runs.diff import diff_runs
+
+    with handled():
+        diff = diff_runs(run_a, run_b)
+    for warning in diff["warnings"]:
+        typer.echo(f"amber: warning: {warning}", err=True)
+    if as_json:
+        print_json(diff)
+    else:
+        _render(diff, limit)
+    if exit_code and not diff["identical"]:
+        raise typer.Exit(3)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return "-" if value is None else str(value)
+
+
+def _render(diff: dict[str, Any], limit: int) -> None:
+    if diff["identical"]:
+        stdout.print(f"identical: same inputs, scores and verdicts ({diff['kind']} runs "
+                     f"{escape(diff['a'])} and {escape(diff['b'])})")
+        return
+    if diff["inputs"]:
+        t = Table("input", "A", "B", title="Inputs that differ")
+        for row in diff["inputs"][:limit]:
+            t.add_row(escape(row["field"]), escape(_show(row["a"])), escape(_show(row["b"])))
+        stdout.print(t)
+    else:
+        stdout.print("inputs: the same")
+    for side in ("only_a", "only_b"):
+        for p in diff["prompts"][side]:
+            stdout.print(f"prompt only in {side[-1].upper()}: {p['sha256'][:16]}  "
+                         f"{escape(p['starts'])} ...")
+        for name in diff["reports"][side]:
+            stdout.print(f"report only in {side[-1].upper()}: {escape(name)}")
+    for a, b in diff["judges_paired"].items():
+        stdout.print(f"judges paired: {escape(a)} (A) with {escape(b)} (B)")
+    if diff["systems"]:
+        t = Table("system", "column", "A", "B", "delta", title="System means that moved")
+        for row in diff["systems"][:limit]:
+            t.add_row(escape(row["system"]), row["column"], _show(row["a"]), _show(row["b"]),
+                      _show(row["delta"]))
+        stdout.print(t)
+    if diff["scores"]:
+        t = Table("report", "column", "A", "B", "delta",
+                  title=f"Scores that moved ({len(diff['scores'])}), largest first")
+        for row in diff["scores"][:limit]:
+            t.add_row(escape(row["report"]), row["column"], _show(row["a"]), _show(row["b"]),
+                      _show(row["delta"]))
+        stdout.print(t)
+    if diff["verdicts"]:
+        stdout.print(f"Verdicts that moved ({len(diff['verdicts'])}), largest first "
+                     "(report / judge / item: A -> B):")
+        for row in diff["verdicts"][:limit]:
+            stdout.print(f"  {escape(row['report'])} / {escape(row['judge'])} / "
+                         f"[bold]{escape(row['item'])}[/bold]: {escape(row['a'])} -> "
+                         f"{escape(row['b'])}  [dim]{escape(row['text'][:70])}[/dim]")
+    else:
+        stdout.print("verdicts: none moved")

@@ -1,0 +1,95 @@
+"""`amber diff` on real run directories: identical runs say so; a run with another judge
+and another rule lists those inputs and the verdicts and scores that moved, largest
+first."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from auditruns import Runs, make_runs
+from scripted_judge import ScriptedBackend
+
+from ambereval.engine.protocols.dailyreport_math import RULES
+from ambereval.engine.protocols.deepeval import CONSISTENCY_SYSTEM
+from ambereval.engine.runs.diff import diff_runs, prompt_digests
+from ambereval.engine.runs.evaluate import evaluate_bundles
+from ambereval.errors import InputError
+from ambereval.models import Embedder, Judge, Ledger
+
+from conftest import run_amber
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Runs:
+    return make_runs(tmp_path_factory.mktemp("diff"), embedder)
+
+
+@pytest.fixture(scope="module")
+def other(runs: Runs, embedder: Embedder) -> Path:
+    """The same report and task, judged by another model under another DailyReport rule."""
+    out = runs.run.parent / "run-other"
+    judge = Judge(ScriptedBackend(), Ledger(out / "ledger.sqlite", "record"))
+    evaluate_bundles([runs.bundle], runs.tasks, ["dailyreport", "dr3", "deepeval"],
+                     [("fake", judge)], out, embedder, rules={**RULES, "fac_no_claims": "zero"})
+    return out
+
+
+def test_a_run_against_itself_is_identical(runs: Runs, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(runs.run, copy)
+    diff = diff_runs(runs.run, copy)
+    assert diff["identical"] and diff["inputs"] == [] and diff["verdicts"] == []
+    done = run_amber("diff", str(runs.run), str(copy), "--exit-code")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("identical")
+
+
+def test_other_judge_and_rule_are_listed_with_what_moved(runs: Runs, other: Path) -> None:
+    diff = diff_runs(runs.run, other)
+    assert not diff["identical"]
+    fields = {row["field"]: row for row in diff["inputs"]}
+    judge = fields.get("judges.fake.name") or fields["judges.fake"]  # identity dict or name
+    assert "scripted-v1" in json.dumps(judge["b"]) and "scripted" not in json.dumps(judge["a"])
+    assert fields["rules.dailyreport.fac_no_claims"]["b"] == "zero"
+    assert not any(f.startswith("bundles.") for f in fields)  # same bundle, same digest
+    assert diff["verdicts"], "the scripted judge agrees with the fake one everywhere?"
+    severities = [v["severity"] for v in diff["verdicts"]]
+    assert severities == sorted(severities, reverse=True)
+    deltas = [abs(s["delta"]) for s in diff["scores"] if s["delta"] is not None]
+    assert deltas == sorted(deltas, reverse=True) and deltas[0] > 0
+    # every moved verdict really differs between the two runs' report files
+    a = json.loads(next((runs.run / "reports").iterdir()).read_text())
+    b = json.loads(next((other / "reports").iterdir()).read_text())
+    assert a["judges"]["fake"] != b["judges"]["fake"]
+
+
+def test_cli_diff_tables_json_and_exit_code(runs: Runs, other: Path) -> None:
+    done = run_amber("diff", str(runs.run), str(other))
+    assert done.returncode == 0, done.stderr
+    assert "Inputs that differ" in done.stdout and "judges.fake" in done.stdout
+    assert "Verdicts that moved" in done.stdout
+    done = run_amber("diff", str(runs.run), str(other), "--json", "--exit-code")
+    assert done.returncode == 3 and done.stderr == ""
+    assert json.loads(done.stdout)["format"] == "amber-diff/1"
+
+
+def test_prompts_come_from_the_ledger(runs: Runs) -> None:
+    digests = prompt_digests(runs.run)
+    assert hashlib.sha256(CONSISTENCY_SYSTEM.encode()).hexdigest() in digests
+
+
+def test_kinds_must_match(runs: Runs) -> None:
+    with pytest.raises(InputError, match="cannot compare"):
+        diff_runs(runs.verify, runs.run)
+    done = run_amber("diff", str(runs.verify), str(runs.run))
+    assert done.returncode == 2 and "cannot compare" in done.stderr
+    assert "Traceback" not in done.stderr
