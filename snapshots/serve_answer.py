@@ -55,6 +55,7 @@ class Frozen:
     status: int | None
     error: str | None
     num: int | None = None  # Serper: results asked at capture time
+    content_type: str | None = None  # of the captured response
 
     def provenance(self) -> list[tuple[str, str]]:
         out = [("X-Amber-Bundle", self.bundle)]

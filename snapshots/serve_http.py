@@ -87,6 +87,7 @@ def _handler(web: FrozenWeb, log: ServeLog) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "amber-serve"
+        disable_nagle_algorithm = True  # headers and body go out at once (no 40 ms stall)
 
         def log_message(self, *args: Any) -> None:  # never log requests (keys)
             pass

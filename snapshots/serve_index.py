@@ -140,7 +140,8 @@ class _Loader:
             capture_id=row["id"], captured_at=row["captured_at"],
             response=self.loc(row["response_record"]),
             payload=self.payload_loc(row["response_record"]),
-            digest=row["payload_sha256"], status=row["status"], error=row["error"], num=num)
+            digest=row["payload_sha256"], status=row["status"], error=row["error"], num=num,
+            content_type=row["content_type"])
 
     def load(self) -> Iterable[Frozen]:
         service_responses: set[str] = set()
@@ -307,12 +308,14 @@ class FrozenWeb:
                        head_only: bool) -> Answer:
         if item.response is None or item.status != 200:
             return replay(item, head_only)
-        _, _, body = decoded_payload(item)
-        data = jina_envelope(body)
-        captured_json = data is not None
+        captured_json = "json" in (item.content_type or "").lower()
         if want_json == captured_json:
             return replay(item, head_only)
-        if captured_json and data is not None:
+        _, _, body = decoded_payload(item)
+        data = jina_envelope(body)
+        if captured_json and data is None:  # a JSON error object: replayed as it came
+            return replay(item, head_only)
+        if data is not None:
             if options.get("x-return-format", "markdown") != "markdown":
                 return miss("jina", f"{item.label} was captured as JSON; its text form for "
                             f"X-Return-Format={options['x-return-format']} is not rendered")
