@@ -147,6 +147,43 @@ def test_pages_captured_directly_are_replayed(frozen: dict[str, Any]) -> None:
     assert body == b"Plain text notes about the Rhine and Basel.\n"
 
 
+def _netns_available() -> bool:
+    try:
+        done = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def test_works_inside_a_network_namespace_with_only_loopback(frozen: dict[str, Any]) -> None:
+    """Server and clients in a fresh network namespace (only lo, no DNS, no route out):
+    the frozen answers still come back, so nothing upstream was ever needed."""
+    if not _netns_available():
+        pytest.skip("unshare -n is not permitted here")
+    root = frozen["root"]
+    eiffel = frozen["urls"]["eiffel"]
+    script = textwrap.dedent(f"""
+        ip link set lo up
+        {sys.executable} -m ambereval.cli serve {root / 'jina'} {root / 'direct'} --proxy \
+            --port {free_port()} --ca-dir {frozen['ca']} > {root}/ns.out 2> {root}/ns.err &
+        server=$!
+        for i in $(seq 120); do grep -q NODE_EXTRA {root}/ns.out && break; sleep 1; done
+        eval "$(cat {root}/ns.out)"
+        curl -sS -o /dev/null -w '%{{http_code}} ' -H 'Accept: application/json' \
+            https://r.jina.ai/{eiffel}
+        curl -sS -o /dev/null -w '%{{http_code}} ' -X POST https://google.serper.dev/search \
+            -d '{{"q": "{QUERY}"}}'
+        curl -sS -o /dev/null -w '%{{http_code}}' {frozen['urls']['louvre']}
+        kill -TERM $server; wait $server
+        echo " exit=$?"
+    """)
+    done = subprocess.run(["unshare", "-n", "bash", "-c", script], capture_output=True,
+                          text=True, timeout=300)
+    assert done.stdout.strip() == "200 200 200 exit=0", done.stdout + done.stderr
+    err = (root / "ns.err").read_text()
+    assert "3 answered" in err and "0 upstream connection attempts" in err
+
+
 def test_a_miss_is_refused_and_logged_then_counted_at_stop(frozen: dict[str, Any]) -> None:
     status, headers, body = curl(frozen, "https://example.org/not/captured?key=s3cret")
     assert status == 404 and headers["x-amber-match"] == "miss"
