@@ -35,7 +35,7 @@ def serve_cmd(
                                       help="Port to listen on (0: any free port).")] = 8080,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     proxy: Annotated[bool, typer.Option(
-        "--proxy", help="HTTP/HTTPS intercepting proxy (needs amber-eval[serve]): clients "
+        "--proxy", help="HTTP/HTTPS intercepting proxy (needs amber-eval\\[serve]): clients "
         "with hard-coded https://google.serper.dev and https://r.jina.ai run unchanged.")]
     = False,
     ca_dir: Annotated[Path | None, typer.Option(
@@ -52,10 +52,11 @@ def serve_cmd(
     """Answer Serper searches, Jina Reader reads and captured pages from bundles; nothing
     is ever fetched from outside.
 
-    Example: amber serve bundle/ --port 8080   (then SERPER_BASE_URL/JINA_BASE_URL)
+    Example (base URLs): amber serve bundle/ --port 8080
 
-    Example: eval "$(amber serve --print-env --port 8080)"; amber serve bundle/ --proxy
-    --port 8080 & python their_eval.py
+    Example (hard-coded hosts): amber serve bundle/ --proxy --port 8080 --misses m.jsonl
+
+    Example (client side): eval "$(amber serve --print-env --port 8080)"
     """
     from ambereval.snapshots.serve_ca import (
         base_url_env,
@@ -67,6 +68,9 @@ def serve_cmd(
     ca = ca_dir or _default_ca_dir()
     with handled():
         if print_env:
+            if not port:
+                fail("--print-env needs the port the proxy will listen on",
+                     hint="amber serve --print-env --port 8080", exit_code=2)
             cert = ensure_ca(ca)
             _emit(export_lines(proxy_env(host, port, cert)))
             return

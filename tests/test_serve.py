@@ -260,6 +260,8 @@ def test_print_env_creates_the_ca_once(tmp_path: Path) -> None:
                             f'--print-env --port 9090 --ca-dir {ca})"; echo "$https_proxy"'],
                            capture_output=True, text=True, timeout=120)
     assert shell.stdout == "http://127.0.0.1:9090\n"
+    zero = run_cli("serve", "--print-env", "--port", "0", "--ca-dir", str(ca))
+    assert zero.returncode == 2 and zero.stderr.startswith("amber: error: --print-env needs")
 
 
 def test_proxy_without_mitmproxy_names_the_extra(captured: dict) -> None:
