@@ -119,3 +119,8 @@ def show_cmd(
     if cap.text is not None:
         stdout.print("")
         stdout.print(cap.text, markup=False)
+
+
+from ambereval.cli.drift_cmd import drift_cmd  # noqa: E402  (the online one, own module)
+
+app.command("drift")(drift_cmd)
