@@ -333,6 +333,10 @@ def judge_statuses() -> list[dict[str, Any]]:
         card = judge_card(row["sha256"])
         row["card"] = str(cards_dir() / f"{row['sha256']}.json") if card else None
         row["mean_kappa"] = card.get("mean_kappa") if card else None
+        row["quality"] = {name: {k: v for k, v in stats.items()
+                                 if k in ("n", "accuracy", "balanced_accuracy", "kappa")}
+                          for name, stats in sorted((card or {}).get("sets", {}).items())
+                          if isinstance(stats, dict)}
     return rows
 
 

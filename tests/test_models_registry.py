@@ -113,6 +113,7 @@ def test_list_reads_judge_cards(tmp_path: Path, home: Path) -> None:
          "mean_kappa": 0.3}))
     rows = {r["name"]: r for r in judge_statuses()}
     assert rows["carded"]["mean_kappa"] == 0.3 and rows["carded"]["present"]
+    assert rows["carded"]["quality"] == {"wice": {"n": 40, "kappa": 0.3}}
     assert rows["qwen2.5-14b"]["present"] is False and rows["qwen2.5-14b"]["mean_kappa"] is None
     assert rows["smollm2-135m"]["present"] and rows["smollm2-135m"]["trust"] == "wheel"
     assert [r["name"] for r in judge_statuses()][:len(JUDGES)] == [j.name for j in JUDGES]
