@@ -42,9 +42,13 @@ def jina_bundle(web: FakeWeb, out: Path) -> Path:
 
 
 def direct_bundle(web: FakeWeb, out: Path) -> Path:
-    """Pages fetched directly: a redirect chain, a gzip body, a 404, a plain-text file."""
+    """Pages fetched directly: a redirect chain, a gzip body, a 404, a plain-text file,
+    two addresses with the same body (the second stored as a revisit), and a refused
+    connection (no response at all)."""
     urls = [web.url(p) for p in ("/pages/louvre.html", "/redirect", "/missing",
-                                 "/gzip/pages/tea.html", "/pages/notes.txt")]
+                                 "/gzip/pages/tea.html", "/pages/notes.txt",
+                                 "/pages/dup-a.html", "/pages/dup-b.html")]
+    urls.append(f"http://127.0.0.1:{free_port()}/refused")
     capture_urls(out, urls, options(web.env(), reader="direct"))
     return out
 

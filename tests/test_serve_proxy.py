@@ -37,7 +37,10 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         urls = {name: web.url(path) for name, path in (
             ("eiffel", "/pages/eiffel.html"), ("louvre", "/pages/louvre.html"),
             ("redirect", "/redirect"), ("tea_gz", "/gzip/pages/tea.html"),
-            ("notes", "/pages/notes.txt"))}
+            ("notes", "/pages/notes.txt"), ("dup_a", "/pages/dup-a.html"),
+            ("dup_b", "/pages/dup-b.html"))}
+        with Bundle.open(root / "direct") as b:
+            urls["refused"] = b.index.one("SELECT url FROM captures WHERE status IS NULL")["url"]
     port = free_port()
     ca = root / "ca"
     misses = root / "misses.jsonl"
@@ -145,6 +148,17 @@ def test_pages_captured_directly_are_replayed(frozen: dict[str, Any]) -> None:
     assert b"largest producer of tea" in body
     status, headers, body = curl(frozen, urls["notes"])
     assert body == b"Plain text notes about the Rhine and Basel.\n"
+    # a deduplicated body (WARC revisit) comes from the record that holds it
+    _, head_a, body_a = curl(frozen, urls["dup_a"])
+    status, head_b, body_b = curl(frozen, urls["dup_b"])
+    assert status == 200 and body_b == body_a and b"two addresses" in body_b
+    pairs = {(head_a.get("x-amber-payload-record"), head_b["x-amber-record"]),
+             (head_b.get("x-amber-payload-record"), head_a["x-amber-record"])}
+    assert len([p for p in pairs if p[0] == p[1]]) == 1  # one is the other's revisit
+    # the capture got no response: a 502 that says why, not a fetch
+    status, headers, body = curl(frozen, urls["refused"])
+    assert status == 502 and headers["x-amber-match"] == "exact"
+    assert "Connect" in headers["x-amber-error"]
 
 
 def _netns_available() -> bool:
