@@ -5,6 +5,11 @@ result carries the ledger key that produced it.
 Report text is put first in the user message so consecutive calls about the same report
 share a prompt prefix (llama.cpp reuses its KV cache). Long reports are clipped to
 ``max_chars`` at a paragraph boundary; the clip is recorded with the result.
+
+Cost rule: the prompt is cheap (prefix reuse), generated tokens are not. Every schema
+asks for the decision only, and every free-text field that remains is bounded; nothing
+is generated that a score does not use (no free-text reasons: an item's reason is
+written only when the judge's answer was unusable).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from ambereval.models import Judge
 COUNT_TABLE = ((0, 0, 100), (1, 2, 90), (3, 4, 80), (5, 6, 70), (7, 8, 60), (9, 10, 50),
                (11, 12, 40), (13, 14, 30), (15, 17, 20))
 DEFAULT_MAX_CHARS = 12_000
+LIST_ITEM_CHARS = 60
 
 
 def count_to_score(count: int) -> int:
@@ -67,22 +73,22 @@ CHECK_SYSTEM = (
     "You grade a research report against one requirement at a time. Answer pass only if "
     "the report's body fully meets it: the requested data is actually given (placeholders, "
     "a method to find it, or 'data not available' do not count; section titles alone do "
-    "not count). Otherwise answer fail. Explain in one short sentence."
+    "not count). Otherwise answer fail."
 )
-CHECK_SCHEMA = {"type": "object", "properties": {
-    "pass": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}},
-    "required": ["pass", "reason"], "additionalProperties": False}
+CHECK_SCHEMA = {"type": "object", "properties": {"pass": {"type": "boolean"}},
+                "required": ["pass"], "additionalProperties": False}
+DECISION_TOKENS = 16  # a one-field answer such as {"pass": false} is under 10 tokens
 
 
 def judge_checklist(judge: Judge, report: Clipped, items: list[ChecklistItem],
                     system: str = CHECK_SYSTEM) -> list[dict[str, Any]]:
-    """One binary verdict per item, with its reason and ledger key."""
+    """One binary verdict per item, with its ledger key (and the error, if any)."""
     out = []
     for item in items:
         obj, key, error = _call(judge, _messages(system, report, f"Requirement: {item.text}"),
-                                CHECK_SCHEMA, 320)
+                                CHECK_SCHEMA, DECISION_TOKENS)
         row = {"id": item.id, "text": item.text, "pass": bool(obj and obj["pass"]),
-               "reason": obj["reason"] if obj else "", "ledger_key": key}
+               "ledger_key": key}
         if error:
             row["error"] = error
         out.append(row)
@@ -92,28 +98,30 @@ def judge_checklist(judge: Judge, report: Clipped, items: list[ChecklistItem],
 def judge_choice(judge: Judge, system: str, report: Clipped, ask: str, values: list[Any],
                  label: str = "Report") -> tuple[Any, str, str]:
     """A rubric score from a fixed set (e.g. 0/0.5/1 or 1..10); -> (value, reason, key).
-    An unusable answer scores the lowest value, its reason saying why."""
+    The judge gives the score only (reason ``""``); an unusable answer scores the lowest
+    value, its reason saying why."""
     kind = "integer" if all(isinstance(v, int) for v in values) else "number"
-    schema = {"type": "object", "properties": {
-        "score": {"type": kind, "enum": values},
-        "reason": {"type": "string", "maxLength": 240}},
-        "required": ["reason", "score"], "additionalProperties": False}
-    obj, key, error = _call(judge, _messages(system, report, ask, label), schema, 360)
+    schema = {"type": "object", "properties": {"score": {"type": kind, "enum": values}},
+              "required": ["score"], "additionalProperties": False}
+    obj, key, error = _call(judge, _messages(system, report, ask, label), schema,
+                            DECISION_TOKENS)
     if obj is None:
         return min(values), f"judge error: {error}", key
-    return obj["score"], obj["reason"], key
+    return obj["score"], "", key
 
 
 def judge_list(judge: Judge, system: str, report: Clipped, ask: str,
                max_items: int = 20) -> tuple[list[str] | None, str]:
     """A list of short findings (contradictions, uncited claims); -> (items, key).
     ``None`` when the judge could not answer (the dimension is then null, not 100).
-    ``max_items`` stays above 18 so every row of the count table can be reached."""
+    ``max_items`` stays above 18 so every row of the count table can be reached. The score
+    is the count; each finding is bounded to ``LIST_ITEM_CHARS`` (enough to name it)."""
     schema = {"type": "object", "properties": {
         "items": {"type": "array", "maxItems": max_items,
-                  "items": {"type": "string", "maxLength": 100}}},
+                  "items": {"type": "string", "maxLength": LIST_ITEM_CHARS}}},
         "required": ["items"], "additionalProperties": False}
-    obj, key, _ = _call(judge, _messages(system, report, ask), schema, 40 * max_items + 32)
+    obj, key, _ = _call(judge, _messages(system, report, ask), schema,
+                        LIST_ITEM_CHARS * max_items // 2 + 32)
     if obj is None:
         return None, key
     items = [i.strip() for i in obj["items"] if i.strip()]

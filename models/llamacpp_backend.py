@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.errors import ModelError, PromptError
+from ambereval.models.decision import decision_spec
 from ambereval.models.gguf import read_metadata
 from ambereval.models.judge import Completion, Message
 from ambereval.models.registry import file_sha256
@@ -31,6 +32,7 @@ CUT_MARK = " [...]"
 
 class LlamaCppBackend:
     name = "llamacpp"
+    scores_labels = True  # decides labels from log-probabilities (models/decision.py)
 
     def __init__(self, model_path: str | Path, n_ctx: int = 4096, n_threads: int | None = None,
                  n_batch: int = 512) -> None:
@@ -161,6 +163,10 @@ class LlamaCppBackend:
 
     def complete(self, messages: list[Message], schema: dict[str, Any], max_tokens: int,
                  seed: int) -> Completion:
+        spec = decision_spec(schema)
+        if spec is not None:
+            with self._lock:
+                return self._label_logprobs(messages, *spec)
         with self._lock:  # one llama context is not thread-safe
             grammar = self.grammar(schema)
             sent, trunc = self.fit(messages, max_tokens)
@@ -173,3 +179,52 @@ class LlamaCppBackend:
                           {"prompt_tokens": usage["prompt_tokens"],
                            "completion_tokens": usage["completion_tokens"]}, trunc,
                           out["choices"][0].get("finish_reason"))
+
+    # -- deciding by log-probabilities (models/decision.py) ------------------------------
+    def _eval_from(self, tokens: list[int]) -> Any:
+        """Evaluate ``tokens``, reusing the longest prefix already in the KV cache (as
+        llama-cpp-python's own ``generate`` does); returns the next-token log-probs."""
+        import numpy as np
+
+        llm = self.llm()
+        cached = llm.input_ids[: llm.n_tokens].tolist()
+        common = 0
+        for a, b in zip(cached, tokens, strict=False):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(tokens) - 1)  # always evaluate one token: fresh logits
+        llm.n_tokens = common
+        llm.eval(tokens[common:])
+        llm._requires_eval = True  # generate() must not sample from these logits
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+        logits = logits.astype(np.float64)
+        top = logits.max()
+        return logits - top - np.log(np.exp(logits - top).sum())
+
+    def _label_logprobs(self, messages: list[Message], field: str,
+                        labels: list[str]) -> Completion:
+        """The log-probability of each label as the value of ``field``: the prompt, then
+        ``{"field": "``, then the label's tokens (summed over a multi-token label)."""
+        sent, trunc = self.fit(messages, 16)
+        prompt, _ = self.render(sent)
+        head = prompt + '{"' + field + '": "'
+        llm = self.llm()
+        base = llm.tokenize(head.encode("utf-8"), special=True)
+        scores: dict[str, float] = {}
+        first = self._eval_from(base)
+        for label in labels:
+            full = llm.tokenize((head + label).encode("utf-8"), special=True)
+            if full[: len(base)] != base or len(full) == len(base):
+                raise PromptError(f"label {label!r} does not tokenize after the prompt "
+                                  "on its own; it cannot be scored by log-probability")
+            rest = full[len(base):]
+            total, logp = float(first[rest[0]]), first
+            for i in range(1, len(rest)):
+                logp = self._eval_from(base + rest[:i])
+                total += float(logp[rest[i]])
+            scores[label] = round(total, 6)
+        best = min(labels, key=lambda lab: (-scores[lab], lab))
+        raw = json.dumps({field: best, "logprobs": scores}, sort_keys=True)
+        return Completion(raw, {"prompt_tokens": len(base), "completion_tokens": 0}, trunc,
+                          "logprobs")

@@ -2,6 +2,10 @@
 
     .venv/bin/python scripts/make_judge_sets.py [--out out/judge-sets] [--per-set 200]
 
+Writes ``<set>.jsonl`` (the sample) and its two halves ``<set>.dev.jsonl`` and
+``<set>.test.jsonl``: a pair is in the dev half when the first byte of sha256("split:" +
+id) is even. Tune prompts and calibrate on dev halves only; report on test halves.
+
 Label mappings (../shared/data/README.md): FactCheck-GPT stance completely-support ->
 supported, refute -> contradicted, irrelevant -> unknown (partially-support dropped);
 WiCE claims supported / not_supported -> unsupported (partial dropped; evidence = the
@@ -105,6 +109,17 @@ SETS = {"factcheck_gpt": factcheck, "wice": wice, "attributionbench": attributio
         "climate_fever": climate, "wice_pages": wice_pages}
 
 
+def split_of(pair_id: str) -> str:
+    """``dev`` or ``test``, from the pair id alone: stable across samples and runs."""
+    return "dev" if hashlib.sha256(f"split:{pair_id}".encode()).digest()[0] % 2 == 0 \
+        else "test"
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                    encoding="utf-8")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("out/judge-sets"))
@@ -117,9 +132,12 @@ def main() -> None:
             rows.sort(key=lambda r: hashlib.sha256(r["id"].encode()).hexdigest())
             rows = rows[: args.per_set]
         path = args.out / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
-                        encoding="utf-8")
-        print(f"{path}: {len(rows)} pairs")
+        _write(path, rows)
+        halves = {h: [r for r in rows if split_of(r["id"]) == h] for h in ("dev", "test")}
+        for half, part in halves.items():
+            _write(args.out / f"{name}.{half}.jsonl", part)
+        print(f"{path}: {len(rows)} pairs (dev {len(halves['dev'])}, "
+              f"test {len(halves['test'])})")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from typing import Any
 
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import (
+    DECISION_TOKENS,
     Clipped,
     clip,
     count_to_score,
@@ -55,9 +56,8 @@ ASSOCIATION_SYSTEM = (
 )
 RELEVANCE_SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}},
                     "required": ["relevant"], "additionalProperties": False}
-SUPPORT_SCHEMA = {"type": "object", "properties": {
-    "supported": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}},
-    "required": ["supported", "reason"], "additionalProperties": False}
+SUPPORT_SCHEMA = {"type": "object", "properties": {"supported": {"type": "boolean"}},
+                  "required": ["supported"], "additionalProperties": False}
 
 
 def presentation_parser_checks(report: Report) -> dict[int, bool | None]:
@@ -100,14 +100,15 @@ def presentation(judge: Judge, ctx: EvalContext, report: Clipped) -> dict[str, A
                              system=PRESENTATION_SYSTEM)
     for (number, text), result in zip(to_judge, judged, strict=True):
         items.append({"item": number, "text": text, "pass": result["pass"], "method": "judge",
-                      "reason": result["reason"], "ledger_key": result["ledger_key"]})
+                      "ledger_key": result["ledger_key"],
+                      **({"error": result["error"]} if "error" in result else {})})
     items.sort(key=lambda i: i["item"])
     return {"score": 10 * sum(1 for i in items if i["pass"]), "items": items}
 
 
 PRESENTATION_SYSTEM = (
     "You check the presentation of a research report against one criterion at a time. "
-    "Answer pass only if the whole report meets the criterion; explain in one sentence."
+    "Answer pass only if the whole report meets the criterion."
 )
 
 
@@ -140,7 +141,7 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
                      "for a research request, from its title and opening."},
                     {"role": "user", "content": f"Request: {ctx.task.query}\n\nPage title: "
                      f"{page.title or '-'}\nOpening:\n{head}"}]
-        rel, entry["relevance_key"] = _ask(judge, messages, RELEVANCE_SCHEMA, 24)
+        rel, entry["relevance_key"] = _ask(judge, messages, RELEVANCE_SCHEMA, DECISION_TOKENS)
         if rel is None or not rel["relevant"]:
             e2 += 1
             entry.update(error="E2", reason="irrelevant")
@@ -153,7 +154,7 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
                          "support the statement from a report. Use only the passages."},
                         {"role": "user", "content": f"Passages from {page.url}:\n{passages}"
                          f"\n\nStatement: {claim}"}]
-            ans, key = _ask(judge, messages, SUPPORT_SCHEMA, 280)
+            ans, key = _ask(judge, messages, SUPPORT_SCHEMA, DECISION_TOKENS)
             ok = bool(ans and ans["supported"])
             supported += ok
             e3 += not ok

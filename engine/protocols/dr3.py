@@ -19,7 +19,7 @@ import unicodedata
 from typing import Any
 
 from ambereval.engine.eval_context import EvalContext
-from ambereval.engine.judging import clip, judge_checklist, judge_choice
+from ambereval.engine.judging import DECISION_TOKENS, clip, judge_checklist, judge_choice
 from ambereval.engine.tasks import RequiredDocument
 from ambereval.errors import ModelError
 from ambereval.models import Judge
@@ -39,11 +39,10 @@ DEPTH_SYSTEM = (
 )
 IF_SYSTEM = (
     "You check one requirement of the user's request against a research report. Answer "
-    "pass if the report satisfies it, fail otherwise, with one short sentence."
+    "pass if the report satisfies it, fail otherwise."
 )
-FA_SCHEMA = {"type": "object", "properties": {
-    "supported": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}},
-    "required": ["supported", "reason"], "additionalProperties": False}
+FA_SCHEMA = {"type": "object", "properties": {"supported": {"type": "boolean"}},
+             "required": ["supported"], "additionalProperties": False}
 FA_SYSTEM = (
     "You check a statement from a report against passages of the source it cites. Be "
     "lenient: answer supported unless the passages directly contradict the statement or "
@@ -164,14 +163,15 @@ def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
                         {"role": "user", "content": f"Source: {page.title or name}\n"
                          f"Passages:\n{passages}\n\nStatement: {text}"}]
             try:
-                ans = judge.ask(messages, FA_SCHEMA, max_tokens=280)
+                ans = judge.ask(messages, FA_SCHEMA, max_tokens=DECISION_TOKENS)
             except ModelError as err:
                 checks.append({"source": name, "supported": False,
                                "reason": f"judge error: {err}",
-                               "ledger_key": judge.key(messages, FA_SCHEMA, 280)})
+                               "ledger_key": judge.key(messages, FA_SCHEMA,
+                                                       DECISION_TOKENS)})
                 continue
             checks.append({"source": name, "supported": bool(ans.obj["supported"]),
-                           "reason": ans.obj["reason"], "ledger_key": ans.key,
+                           "ledger_key": ans.key,
                            "warc_record_id": page.text_record})
         ok = bool(checks) and all(c["supported"] for c in checks)
         claims.append({"claim": text[:300], "start": s.start, "end": s.end,

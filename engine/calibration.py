@@ -1,0 +1,24 @@
+"""Calibration offsets of the judges whose verification answers are decided from label
+log-probabilities (models/decision.py).
+
+A small judge's raw preferences between ``true``, ``false`` and ``none`` are skewed (the
+default judge almost never says ``none``); adding a per-label offset to the
+log-probabilities before taking the most likely label corrects the skew. The offsets
+are fitted on the DEV halves of the labeled sets only (``scripts/bench_judge_prompts.py``:
+the pair that maximises the mean of balanced accuracy and kappa over the four sets;
+``none`` stays 0) and keyed by the judge file's sha256, so they never apply to another
+model. A judge without an entry decides by plain argmax. The offsets in use are
+recorded in every verification summary (``decision``), and the ledger keeps the raw
+log-probabilities, so a replay re-decides identically.
+"""
+
+from __future__ import annotations
+
+#: judge file sha256 -> {label: offset added to its log-probability}
+CALIBRATION: dict[str, dict[str, float]] = {}
+
+
+def calibration_for(sha256: str | None) -> dict[str, float] | None:
+    """The offsets fitted for this judge file, or ``None`` (plain argmax)."""
+    entry = CALIBRATION.get(sha256 or "")
+    return dict(entry) if entry else None

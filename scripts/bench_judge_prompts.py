@@ -1,0 +1,174 @@
+"""Compare judge prompt/decision variants on the DEV halves of the labeled sets.
+
+    .venv/bin/python scripts/make_judge_sets.py --per-set 120
+    .venv/bin/python scripts/bench_judge_prompts.py [--judge-model X.gguf] [--limit 60]
+        [--variants verify-v1-gen,verify-v1-lp,...] [--half dev]
+
+Every call goes through a ledger in out/judge-prompts/ (reuse mode), so a rerun only
+pays for what is new. For the log-probability variants it also fits the calibration
+offsets (for ``true`` and ``false``; ``none`` stays 0) that maximise the mean of balanced
+accuracy and kappa over the sets on the half being measured, and prints both the plain
+(argmax) and the calibrated figures. Calibrate on dev; apply the dev offsets to test
+with ``--bias true=X,false=Y``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ambereval.engine.judge_bench import BINARY, TERNARY, load_pairs, metrics
+from ambereval.models import open_judge
+from ambereval.models.decision import decide, label_logprob_schema
+
+SETS = ("factcheck_gpt", "climate_fever", "wice", "attributionbench")
+LABELS = ("true", "false", "none")
+TO_GOLD = {"true": "supported", "false": "contradicted", "none": "unknown"}
+
+OLD_VERIFY = (
+    "You check claims against passages from one web page. Use only these passages, never "
+    "your own knowledge. For the question asked, answer 'true' if the passages clearly "
+    "support a yes, 'false' if they clearly contradict it, and 'none' if they do not "
+    "settle it. Numbers must match: the same number of significant digits exactly; a "
+    "rounder number is fine (100 vs 100.1), a different one is not (100 vs 110). Judge "
+    "dates by what the page says, not by today's date. Quote the sentence you relied on."
+)
+OLD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string", "enum": ["true", "false", "none"]},
+        "passage": {"type": "integer"},
+        "evidence": {"type": "string", "maxLength": 300},
+    },
+    "required": ["answer", "passage", "evidence"],
+    "additionalProperties": False,
+}
+SHORT_Q = (
+    "Answer the question from the passages only, not from your own knowledge: 'true' if "
+    "they say yes, 'false' if they say no, 'none' if they do not say."
+)
+SHORT_CLAIM = (
+    "Does the evidence support the claim? Use only the evidence, not your own knowledge. "
+    "Answer 'true' if it supports the claim, 'false' if it contradicts it, 'none' if it "
+    "does not say."
+)
+
+
+def passages_of(evidence: str) -> str:
+    parts = [p.strip() for p in evidence.split("\n\n") if p.strip()]
+    return "\n\n".join(f"[{i}] {p}" for i, p in enumerate(parts, start=1))
+
+
+def question_of(claim: str) -> str:
+    return f"Is it true that {claim.rstrip('.。')}?"
+
+
+def messages(variant: str, claim: str, evidence: str) -> list[dict[str, str]]:
+    listing = passages_of(evidence)
+    if variant.startswith("verify-v1"):
+        user = (f"Passages:\n\n{listing}\n\nReport sentence: {claim}\nClaim: {claim}\n"
+                f"Question: {question_of(claim)}")
+        return [{"role": "system", "content": OLD_VERIFY}, {"role": "user", "content": user}]
+    if variant.startswith("short-q"):
+        return [{"role": "system", "content": SHORT_Q},
+                {"role": "user", "content": f"Passages:\n\n{listing}\n\n"
+                                            f"Question: {question_of(claim)}"}]
+    if variant.startswith("short-claim"):
+        return [{"role": "system", "content": SHORT_CLAIM},
+                {"role": "user", "content": f"Evidence:\n\n{listing}\n\nClaim: {claim}"}]
+    raise SystemExit(f"unknown variant {variant}")
+
+
+def to_label(answer: str, labels: tuple[str, ...]) -> str:
+    verdict = TO_GOLD[answer]
+    return verdict if labels == TERNARY or verdict == "supported" else "unsupported"
+
+
+def score(rows: dict[str, list[tuple[str, dict[str, float] | str]]],
+          bias: dict[str, float] | None) -> dict[str, dict[str, Any]]:
+    out = {}
+    for name, items in rows.items():
+        labels = TERNARY if any(g in ("contradicted", "unknown") for g, _ in items) else BINARY
+        gold = [g for g, _ in items]
+        pred = [to_label(a if isinstance(a, str) else decide(a, bias), labels)
+                for _, a in items]
+        out[name] = metrics(gold, pred, labels)
+    return out
+
+
+def fit_bias(rows: dict[str, list[tuple[str, Any]]]) -> dict[str, float]:
+    grid = [x / 4 for x in range(-24, 25)]
+    best, best_value = {"true": 0.0, "false": 0.0}, -9.0
+    for t, f in itertools.product(grid, grid):
+        bias = {"true": t, "false": f}
+        m = score(rows, bias)
+        value = sum(v["balanced_accuracy"] + v["kappa"] for v in m.values()) / (2 * len(m))
+        if value > best_value + 1e-9:
+            best, best_value = bias, value
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--judge-model", default=None)
+    ap.add_argument("--sets", type=Path, default=Path("out/judge-sets"))
+    ap.add_argument("--half", default="dev")
+    ap.add_argument("--limit", type=int, default=60)
+    ap.add_argument("--variants", default="verify-v1-gen,verify-v1-lp,short-q-lp,short-claim-lp")
+    ap.add_argument("--bias", default=None, help="true=X,false=Y: apply, do not fit")
+    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    out = Path("out/judge-prompts")
+    out.mkdir(parents=True, exist_ok=True)
+    judge = open_judge(args.judge_model, ledger=out / "ledger.sqlite", ledger_mode="reuse",
+                       n_ctx=args.ctx, threads=args.threads)
+    name = judge.backend.identity()["model"]["name"]
+    lp_schema = label_logprob_schema("answer", LABELS)
+    report: dict[str, Any] = {"judge": name, "half": args.half, "variants": {}}
+    variants = args.variants.split(",")
+    rows: dict[str, dict[str, list[tuple[str, Any]]]] = {v: {} for v in variants}
+    seconds = dict.fromkeys(variants, 0.0)
+    # pair by pair, variants in turn: variants sharing a prompt reuse its KV cache
+    for set_name in SETS:
+        pairs, _ = load_pairs(args.sets / f"{set_name}.{args.half}.jsonl", args.limit)
+        for pair in pairs:
+            for variant in variants:
+                start = time.perf_counter()
+                msgs = messages(variant, pair.claim, pair.evidence)
+                if variant.endswith("-gen"):
+                    ans = judge.ask(msgs, OLD_SCHEMA, 160).obj["answer"]
+                else:
+                    ans = judge.ask(msgs, lp_schema, 16).obj["logprobs"]
+                seconds[variant] += time.perf_counter() - start
+                rows[variant].setdefault(set_name, []).append((pair.label, ans))
+    for variant in variants:
+        result: dict[str, Any] = {"plain": score(rows[variant], None),
+                                  "seconds": round(seconds[variant], 1)}
+        if variant.endswith("-lp"):
+            if args.bias:
+                bias = {k: float(v) for k, v in (x.split("=") for x in args.bias.split(","))}
+            else:
+                bias = fit_bias(rows[variant])
+            result["bias"] = bias
+            result["calibrated"] = score(rows[variant], bias)
+        report["variants"][variant] = result
+        for kind in ("plain", "calibrated"):
+            if kind not in result:
+                continue
+            cells = "  ".join(f"{s[:10]:>10} ba {m['balanced_accuracy']:.3f} k {m['kappa']:+.3f}"
+                              for s, m in result[kind].items())
+            mean_ba = sum(m["balanced_accuracy"] for m in result[kind].values()) / len(SETS)
+            mean_k = sum(m["kappa"] for m in result[kind].values()) / len(SETS)
+            print(f"{name[:14]} {args.half} {variant:16} {kind:10} mean ba {mean_ba:.3f} "
+                  f"k {mean_k:+.3f} | {cells} {result.get('bias', '') if kind != 'plain' else ''}",
+                  flush=True)
+    (out / f"{name}.{args.half}.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
