@@ -8,8 +8,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ambereval.cli.judge_options import JudgeCtx, JudgeName, JudgeUrl, Seed, Threads
-from ambereval.cli.output import handled, print_json, progress_bar, stdout
+from ambereval.cli.judge_options import (
+    JudgeConcurrency,
+    JudgeCtx,
+    JudgeName,
+    JudgeUrl,
+    Seed,
+    Threads,
+)
+from ambereval.cli.output import handled, print_json, progress_bar, run_summary, stdout
 
 
 def evaluate_cmd(
@@ -26,6 +33,7 @@ def evaluate_cmd(
     judge_url: JudgeUrl = None,
     judge_name: JudgeName = None,
     judge_ctx: JudgeCtx = 4096,
+    judge_concurrency: JudgeConcurrency = None,
     threads: Threads = None,
     seed: Seed = 0,
     clip_chars: Annotated[int, typer.Option(
@@ -36,19 +44,37 @@ def evaluate_cmd(
     rule: Annotated[list[str] | None, typer.Option(
         "--rule", help="Switch an [our rule] of PROTOCOLS.md, e.g. c1_empty=zero "
         "(repeatable; recorded in manifest.json).")] = None,
+    executor: Annotated[str, typer.Option(
+        "--executor", help="auto (reports in parallel with a served judge), sequential, "
+        "threads, or ray (one Ray task per report; needs amber-eval[ray]).")] = "auto",
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="A running Ray cluster (e.g. ray://head:10001 or head:6379); "
+        "default: start Ray on this machine.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run table as JSON.")]
     = False,
 ) -> None:
     """Score reports with DailyReport, DR3-Eval and/or DeepEval, offline, reproducibly.
 
     Example: amber evaluate b1/ b2/ --task tasks.json --protocol deepeval --out run/
+
+    Example: amber evaluate runs/*/bundle --task tasks.json --judge-url http://gpu:8000
+    --judge-name qwen --judge-concurrency 32 --executor ray --ray-address ray://head:10001
+    --out run/
     """
+    from urllib.parse import urlsplit
+
     from ambereval.engine.runs.evaluate import PROTOCOLS, evaluate_bundles
+    from ambereval.engine.runs.executors import make_executor
     from ambereval.errors import InputError
     from ambereval.models import Embedder, open_judge
     from ambereval.netguard import install_offline_guard
 
-    install_offline_guard()
+    # the judge server and the Ray head are the only hosts the user asked us to reach
+    allow = tuple(h for h in (urlsplit(judge_url).hostname if judge_url else None,
+                              urlsplit(ray_address if ray_address and "://" in ray_address
+                                       else f"ray://{ray_address}").hostname
+                              if ray_address else None) if h)
+    install_offline_guard(allow)
     with handled():
         from ambereval.engine.protocols.dailyreport_math import parse_rules
 
@@ -60,7 +86,8 @@ def evaluate_cmd(
         judges = []
         if judge_url:
             judges.append((judge_name or "server", open_judge(
-                None, judge_url, judge_name, ledger, ledger_mode, n_ctx=judge_ctx, seed=seed)))
+                None, judge_url, judge_name, ledger, ledger_mode, n_ctx=judge_ctx, seed=seed,
+                concurrency=judge_concurrency)))
         for judge_ref_name in judge_ref or []:
             judges.append((judge_ref_name, open_judge(
                 None, None, None, ledger, ledger_mode, n_ctx=judge_ctx, threads=threads,
@@ -73,13 +100,17 @@ def evaluate_cmd(
                 name, n = f"{base}#{n}", n + 1
             judges.append((name, open_judge(path, None, None, ledger, ledger_mode,
                                             n_ctx=judge_ctx, threads=threads, seed=seed)))
+        width = min(j.limit.maximum for _, j in judges)
+        runner = make_executor(executor, width, ray_address, allow_hosts=allow) \
+            if executor == "ray" else make_executor(executor, width)
         with progress_bar(not as_json) as progress:
             result = evaluate_bundles(bundles, task, protocols, judges, out, Embedder(),
-                                      progress, clip_chars, rules)
+                                      progress, clip_chars, rules, runner)
     table = result["table"]
     if as_json:
         print_json(table)
         return
+    run_summary(result["stats"])
     view = Table("system", "reports", *table["columns"], title=f"Run {out}")
     for row in table["systems"]:
         view.add_row(row["system"], str(row["reports"]),

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from ambereval.cli.judge_options import (
+    JudgeConcurrency,
     JudgeCtx,
     JudgeModel,
     JudgeName,
@@ -30,6 +31,7 @@ def judge_bench_cmd(
     judge_url: JudgeUrl = None,
     judge_name: JudgeName = None,
     judge_ctx: JudgeCtx = 4096,
+    judge_concurrency: JudgeConcurrency = None,
     threads: Threads = None,
     seed: Seed = 0,
     ledger: LedgerPath = None,
@@ -58,7 +60,8 @@ def judge_bench_cmd(
         fail("--ledger-mode replay needs --ledger PATH", exit_code=2)
     with handled():
         judge = open_judge(judge_model, judge_url, judge_name, ledger, ledger_mode,
-                           n_ctx=judge_ctx, threads=threads, seed=seed, judge=judge_ref)
+                           n_ctx=judge_ctx, threads=threads, seed=seed,
+                           concurrency=judge_concurrency, judge=judge_ref)
         with progress_bar(not as_json) as progress:
             result = run_judge_bench(data, judge, limit=limit, progress=progress,
                                      retrieve_k=retrieve, chunk_tokens=chunk_tokens)

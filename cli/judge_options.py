@@ -26,3 +26,7 @@ LedgerPath = Annotated[Path | None, typer.Option(
     "--ledger", help="Judge ledger (SQLite) that records every call.")]
 LedgerMode = Annotated[str, typer.Option(
     "--ledger-mode", help="record | reuse | replay (replay never runs the model).")]
+JudgeConcurrency = Annotated[int | None, typer.Option(
+    "--judge-concurrency", min=1, help="Requests in flight to a --judge-url server at once "
+    "(default 8; lowered automatically while it answers 429/503). The in-process judge "
+    "always runs one call at a time.")]

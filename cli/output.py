@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ambereval.errors import AmberError
 
@@ -51,13 +59,30 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
         yield lambda phase, done, total: None
         return
     columns = (TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as bar:
         tasks: dict[str, Any] = {}
+        lock = threading.Lock()  # workers report progress from their own threads
 
         def update(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done, total=total)
+            with lock:
+                if phase not in tasks:
+                    tasks[phase] = bar.add_task(phase, total=total)
+                bar.update(tasks[phase], completed=done, total=total)
 
         yield update
+
+
+def run_summary(stats: dict[str, Any]) -> None:
+    """The end-of-run account: judge calls, ledger hits, tokens, retries, throttles,
+    errors, wall time and where the work ran."""
+    t = stats.get("totals", {})
+    ex = stats.get("executor", {})
+    where = ex.get("name", "?") + (f" x{ex['reports_at_once']}" if "reports_at_once" in ex
+                                   else f" ({ex['nodes']} nodes)" if "nodes" in ex else "")
+    stdout.print(
+        f"{stats.get('reports', 0)} reports in {stats.get('wall_seconds', 0):.1f} s ({where}); "
+        f"judge: {t.get('calls', 0)} calls, {t.get('ledger_hits', 0)} from the ledger, "
+        f"{t.get('prompt_tokens', 0)} prompt + {t.get('completion_tokens', 0)} generated "
+        f"tokens, {t.get('retries', 0)} retries, {t.get('throttled', 0)} throttled (429/503), "
+        f"{t.get('errors', 0)} unusable answers")

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from ambereval.cli.judge_options import (
+    JudgeConcurrency,
     JudgeCtx,
     JudgeModel,
     JudgeName,
@@ -136,6 +137,7 @@ def report_cmd(
     judge_url: JudgeUrl = None,
     judge_name: JudgeName = None,
     judge_ctx: JudgeCtx = 4096,
+    judge_concurrency: JudgeConcurrency = None,
     threads: Threads = None,
     seed: Seed = 0,
     ledger: LedgerPath = None,
@@ -153,7 +155,8 @@ def report_cmd(
         options = _options(reader, concurrency, None, retries, timeout, backoff, rate,
                            top_k=top_k)
         judge = open_judge(judge_model, judge_url, judge_name, ledger, ledger_mode,
-                           n_ctx=judge_ctx, threads=threads, seed=seed, judge=judge_ref)
+                           n_ctx=judge_ctx, threads=threads, seed=seed,
+                           concurrency=judge_concurrency, judge=judge_ref)
         with progress_bar(not as_json) as progress:
             summary, claims = snapshot_report(report, out, judge, options, task, progress,
                                               extractor)

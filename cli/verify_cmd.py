@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from ambereval.cli.judge_options import (
+    JudgeConcurrency,
     JudgeCtx,
     JudgeModel,
     JudgeName,
@@ -32,6 +33,7 @@ def verify_cmd(
     judge_url: JudgeUrl = None,
     judge_name: JudgeName = None,
     judge_ctx: JudgeCtx = 4096,
+    judge_concurrency: JudgeConcurrency = None,
     threads: Threads = None,
     seed: Seed = 0,
     ledger: LedgerPath = None,
@@ -50,11 +52,14 @@ def verify_cmd(
 
     Example: amber verify bundle/ --json
     """
+    from urllib.parse import urlsplit
+
     from ambereval.engine.verification import VerifyOptions, verify_claims, write_results
     from ambereval.models import Embedder, open_judge
     from ambereval.netguard import install_offline_guard
 
-    install_offline_guard()
+    install_offline_guard(tuple(h for h in [urlsplit(judge_url).hostname if judge_url
+                                            else None] if h))
     out = out or bundle.with_name(bundle.name.rstrip("/") + "-verify")
     with handled():
         if page_rule not in ("cited-first", "any-page"):
@@ -66,14 +71,16 @@ def verify_cmd(
         Bundle.open(bundle).close()
         judge = open_judge(judge_model, judge_url, judge_name, ledger or out / "ledger.sqlite",
                            ledger_mode, n_ctx=judge_ctx, threads=threads, seed=seed,
-                           judge=judge_ref)
+                           concurrency=judge_concurrency, judge=judge_ref)
         options = VerifyOptions(whole_bundle=whole_bundle, page_rule=page_rule)
         with progress_bar(not as_json) as progress:
             result = verify_claims(bundle, judge, Embedder(embedder), options,
                                    cache_dir=out / "faiss", progress=progress)
         write_results(result, out)
+        judge.close()
+    stats = judge.stats()
     if as_json:
-        print_json(result)
+        print_json({**result, "stats": stats})
         return
     summary = result["summary"]
     table = Table("claim", "verdict", "reason", "evidence", title=f"Verified {bundle}")
@@ -83,5 +90,7 @@ def verify_cmd(
     stdout.print(table)
     stdout.print(f"Correct {summary['correct']}, Incorrect {summary['incorrect']}, Unknown "
                  f"{summary['unknown']} (no evidence: {summary['no_evidence']}); "
-                 f"{summary['judge_calls']} judge calls, {summary['prompt_tokens']} prompt "
-                 f"tokens; written to {out}")
+                 f"{summary['judge_calls']} judge questions ({stats['calls']} asked, "
+                 f"{stats['ledger_hits']} from the ledger), {stats['prompt_tokens']} prompt + "
+                 f"{stats['completion_tokens']} generated tokens, {stats['retries']} retries, "
+                 f"{stats['throttled']} throttled, {stats['errors']} unusable; written to {out}")

@@ -15,6 +15,7 @@ punctuation-insensitive) across sections are merged, keeping the first.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -139,14 +140,30 @@ def extract_claims(report: Report, judge: Judge, progress: Progress | None = Non
     sections = {s.id: s for s in report.sections}
     claims: list[ExtractedClaim] = []
     seen: set[str] = set()
-    for done, (section_id, ids) in enumerate(batches, start=1):
+    calls = []
+    for section_id, ids in batches:
         section = sections.get(section_id)
         title = " > ".join(section.path) if section else "(untitled)"
         listing = "\n".join(f"{n}. {report.text[report.sentences[i].start:report.sentences[i].end]}"
                             for n, i in enumerate(ids, start=1))
         messages = [{"role": "system", "content": EXTRACT_PROMPT},
                     {"role": "user", "content": f"Section: {title}\n\nSentences:\n{listing}"}]
-        answer = judge.ask(messages, EXTRACT_SCHEMA, max_tokens=max_tokens)
+        calls.append((messages, EXTRACT_SCHEMA, max_tokens))
+    finished = 0
+    lock = threading.Lock()
+
+    def tick() -> None:  # a served judge extracts several sections at once
+        nonlocal finished
+        with lock:
+            finished += 1
+            progress("extract", finished, len(batches))
+
+    # asked together (up to the judge's concurrency), read back in report order
+    answers = judge.map(calls, on_done=tick)
+    for (section_id, ids), answer in zip(batches, answers, strict=True):
+        if isinstance(answer, Exception):
+            raise answer
+        section = sections.get(section_id)
         for item in answer.obj["claims"]:
             n = item["sentence"]
             text = item["claim"].strip()
@@ -176,7 +193,6 @@ def extract_claims(report: Report, judge: Judge, progress: Progress | None = Non
                 sentence=[sentence.start, sentence.end], citations=numbers, urls=urls,
                 citation_source=source, questions=[question], searches=[search],
                 ledger_keys=[answer.key]))
-        progress("extract", done, len(batches))
     _disambiguate(report, claims, judge)
     return claims
 

@@ -1,10 +1,18 @@
-"""What a protocol gets for one report: its text and parse, its task, its bundle."""
+"""What a protocol gets for one report: its text and parse, its task, its bundle.
+
+A context may be shared by the protocols and judges of one report running on several
+threads: page loading and passage retrieval hold the context's lock, and
+:class:`SharedEmbedder` lets threads share one embedding model, one batch at a time.
+"""
 
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
 from ambereval.engine.report import Report, parse_report
@@ -22,13 +30,18 @@ class EvalContext:
     task: Task
     bundle: Bundle
     claims: list[ClaimEvidence]
-    embedder: Embedder | None = None
+    embedder: Embedder | SharedEmbedder | None = None
     params: ChunkParams = field(default_factory=ChunkParams)
     _pages: dict[str, Page] = field(default_factory=dict)
     _indexes: dict[str, VectorIndex] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def page(self, url: str) -> Page:
         """The captured page for a URL (or a corpus page by id), loaded once."""
+        with self._lock:
+            return self._page(url)
+
+    def _page(self, url: str) -> Page:
         if url not in self._pages:
             try:
                 row = self.bundle.find_capture(url)
@@ -44,23 +57,46 @@ class EvalContext:
             return []
         if self.embedder is None or len(page.chunks) <= k:
             return [c.text for c in page.chunks[:k]]
-        index = self._indexes.get(page.capture_id)
-        if index is None:  # each page's chunks are embedded once per evaluation
-            index = VectorIndex.build(page.chunks, self.embedder, self.params.as_dict())
-            self._indexes[page.capture_id] = index
-        hits = index.search(self.embedder.embed([query])[0], k)
+        with self._lock:
+            index = self._indexes.get(page.capture_id)
+            if index is None:  # each page's chunks are embedded once per evaluation
+                index = VectorIndex.build(page.chunks, self.embedder, self.params.as_dict())
+                self._indexes[page.capture_id] = index
+            hits = index.search(self.embedder.embed([query])[0], k)
         return [h.chunk.text for h in sorted(hits, key=lambda h: h.chunk.start)]
 
     def pages_by_title(self) -> dict[str, Page]:
         """Every valid page of the bundle by its title (DR3 sandbox corpora)."""
         out: dict[str, Page] = {}
-        rows = self.bundle.index.rows(
-            "SELECT c.id, c.url, t.title FROM captures c JOIN texts t ON t.capture_id = c.id "
-            "WHERE c.kind = 'page' AND c.state = 'ok' ORDER BY c.id")
-        for row in rows:
-            if row["title"] and row["title"] not in out:
-                out[row["title"]] = self.page(row["url"])
+        with self._lock:
+            rows = self.bundle.index.rows(
+                "SELECT c.id, c.url, t.title FROM captures c JOIN texts t "
+                "ON t.capture_id = c.id WHERE c.kind = 'page' AND c.state = 'ok' ORDER BY c.id")
+            for row in rows:
+                if row["title"] and row["title"] not in out:
+                    out[row["title"]] = self._page(row["url"])
         return out
+
+
+class SharedEmbedder:
+    """One embedder shared by threads: each ``embed`` call (and the model's lazy load) runs
+    alone, so a batch is encoded exactly as it would be on one thread."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:  # identity(), sha256, model_dir, ...
+        return getattr(self.inner, name)
+
+    @property
+    def dim(self) -> int:
+        with self._lock:
+            return self.inner.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            return self.inner.embed(texts)
 
 
 def reports_in(bundle: Bundle) -> list[dict[str, Any]]:
@@ -68,7 +104,7 @@ def reports_in(bundle: Bundle) -> list[dict[str, Any]]:
 
 
 def open_context(bundle: Bundle, row: dict[str, Any], task: Task,
-                 embedder: Embedder | None) -> EvalContext:
+                 embedder: Embedder | SharedEmbedder | None) -> EvalContext:
     _, text = bundle.report_text(row["id"])
     claims = [c for c in load_claims(bundle) if c.extra.get("report_id") in (None, row["id"])]
     return EvalContext(row["name"], row["id"], text, parse_report(text), task, bundle, claims,

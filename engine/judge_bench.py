@@ -7,6 +7,7 @@ Input: JSONL ``{"id", "claim", "evidence", "label"}`` with labels ``supported``,
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,9 +164,20 @@ def run_judge_bench(
             raise InputError(f"{path}: lines with a 'page' and no 'evidence' need --retrieve K")
         contexts = [p.evidence for p in pairs]
     gold, pred, rows = [], [], []
-    for i, pair in enumerate(pairs):
-        answer = judge.ask(messages_for(pair.claim, contexts[i]), VERDICT_SCHEMA,
-                           max_tokens=max_tokens)
+    finished = 0
+    lock = threading.Lock()
+
+    def tick() -> None:  # a served judge answers several pairs at once
+        nonlocal finished
+        with lock:
+            finished += 1
+            progress("judge", finished, len(pairs))
+
+    answers = judge.map([(messages_for(pair.claim, contexts[i]), VERDICT_SCHEMA, max_tokens)
+                         for i, pair in enumerate(pairs)], on_done=tick)
+    for pair, answer in zip(pairs, answers, strict=True):
+        if isinstance(answer, Exception):
+            raise answer
         verdict = answer.obj["verdict"]
         if labels == BINARY and verdict != "supported":
             verdict = "unsupported"
@@ -173,7 +185,6 @@ def run_judge_bench(
         pred.append(verdict)
         rows.append({"id": pair.id, "label": pair.label, "verdict": verdict,
                      "ledger_key": answer.key})
-        progress("judge", i + 1, len(pairs))
     result = metrics(gold, pred, labels)
     result["judge"] = judge.backend.identity()["model"]
     result["prompt_sha256"] = content_key([SYSTEM_PROMPT, VERDICT_SCHEMA])

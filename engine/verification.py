@@ -22,6 +22,7 @@ Rules (PROTOCOLS.md §1 and the named options below):
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,10 +186,12 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                 seen.add(cid)
                 plan.setdefault(cid, []).append((claim, valid[cid], False))
 
-    judgments: dict[str, list[Judgment]] = {}
-    errors: list[dict[str, str]] = []
-    total = sum(len(entries) for entries in plan.values())
-    done = 0
+    # Every (page, claim, question) prompt is built first, in a fixed order, then asked
+    # together: a served judge takes up to its concurrency at once, the in-process judge
+    # answers them one by one in this same order (consecutive questions on one page
+    # share the page's prompt prefix). Answers are assembled in prompt order.
+    asks: list[tuple[ClaimEvidence, str, Page, bool, list[Hit], list[Hit]]] = []
+    calls: list[tuple[list[dict[str, str]], dict[str, Any], int]] = []
     for capture_id in sorted(plan):
         entries = plan[capture_id]
         page = entries[0][1]
@@ -206,28 +209,38 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
         listing = "\n\n".join(f"[{i}] {h.chunk.text}" for i, h in enumerate(chosen, start=1))
         prefix = f"Page: {page.title or page.url}\nURL: {page.url}\n\nPassages:\n\n{listing}"
         for (claim, question, cited), hits in zip(questions, hits_per_q, strict=True):
-            sentence = claim.extra.get("fact") or claim.text
-            messages = [
-                {"role": "system", "content": VERIFY_PROMPT},
-                {"role": "user", "content": f"{prefix}\n\nReport sentence: {sentence}\n"
-                                            f"Claim: {claim.text}\nQuestion: {question}"},
-            ]
-            try:
-                answer = judge.ask(messages, VERIFY_SCHEMA, max_tokens=options.max_tokens)
-            except ModelError as err:  # one unusable answer must not sink the whole run
-                errors.append({"claim": claim.id, "capture_id": capture_id, "error": str(err)})
-                judgments.setdefault(claim.id, []).append(Judgment(
-                    claim.id, question, page, cited, "none", "", hits,
-                    judge.key(messages, VERIFY_SCHEMA, options.max_tokens), 0))
-                continue
-            n = answer.obj["passage"]
-            used = [chosen[n - 1]] if 1 <= n <= len(chosen) else hits
+            asks.append((claim, question, page, cited, hits, chosen))
+            calls.append((_question_messages(prefix, claim, question), VERIFY_SCHEMA,
+                          options.max_tokens))
+
+    total = len(calls)
+    done = 0
+    done_lock = threading.Lock()
+
+    def tick() -> None:
+        nonlocal done
+        with done_lock:
+            done += 1
+            progress("verify", done, total)
+
+    answers = judge.map(calls, on_done=tick)
+    judgments: dict[str, list[Judgment]] = {}
+    errors: list[dict[str, str]] = []
+    for (claim, question, page, cited, hits, chosen), call, answer in zip(
+            asks, calls, answers, strict=True):
+        if isinstance(answer, ModelError):  # one unusable answer must not sink the run
+            errors.append({"claim": claim.id, "capture_id": page.capture_id,
+                           "error": str(answer)})
             judgments.setdefault(claim.id, []).append(Judgment(
-                claim.id, question, page, cited, answer.obj["answer"],
-                answer.obj["evidence"], used, answer.key,
-                answer.usage.get("prompt_tokens", 0)))
-        done += len(entries)
-        progress("verify", done, total)
+                claim.id, question, page, cited, "none", "", hits,
+                judge.key(*call), 0))
+            continue
+        n = answer.obj["passage"]
+        used = [chosen[n - 1]] if 1 <= n <= len(chosen) else hits
+        judgments.setdefault(claim.id, []).append(Judgment(
+            claim.id, question, page, cited, answer.obj["answer"],
+            answer.obj["evidence"], used, answer.key,
+            answer.usage.get("prompt_tokens", 0)))
 
     verdicts = [_claim_verdict(c, judgments.get(c.id, []), pages, options) for c in claims]
     counts = {v: sum(1 for x in verdicts if x.verdict == v)
@@ -252,6 +265,18 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
         "prompt_sha256": content_key([VERIFY_PROMPT, VERIFY_SCHEMA]),
     }
     return {"claims": [v.as_dict() for v in verdicts], "summary": summary}
+
+
+def _question_messages(prefix: str, claim: ClaimEvidence,
+                       question: str) -> list[dict[str, str]]:
+    """The prompt for one (page, claim, question): the page's shared prefix, then the
+    claim and the question."""
+    sentence = claim.extra.get("fact") or claim.text
+    return [
+        {"role": "system", "content": VERIFY_PROMPT},
+        {"role": "user", "content": f"{prefix}\n\nReport sentence: {sentence}\n"
+                                    f"Claim: {claim.text}\nQuestion: {question}"},
+    ]
 
 
 def _claim_verdict(claim: ClaimEvidence, judged: list[Judgment], pages: dict[str, Page],
@@ -295,11 +320,12 @@ def _claim_verdict(claim: ClaimEvidence, judged: list[Judgment], pages: dict[str
 
 
 def write_results(result: dict[str, Any], out: str | Path) -> Path:
+    from ambereval.engine.runs.run_dir import write_atomic  # complete files or none
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "verdicts.jsonl").write_text(
-        "".join(json.dumps(c, sort_keys=True, ensure_ascii=False) + "\n"
-                for c in result["claims"]), encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps(result["summary"], indent=2, sort_keys=True)
-                                      + "\n", encoding="utf-8")
+    write_atomic(out / "verdicts.jsonl", "".join(
+        json.dumps(c, sort_keys=True, ensure_ascii=False) + "\n" for c in result["claims"]))
+    write_atomic(out / "summary.json", json.dumps(result["summary"], indent=2, sort_keys=True)
+                 + "\n")
     return out

@@ -59,12 +59,15 @@ def open_judge(
     threads: int | None = None,
     seed: int = 0,
     api_key: str | None = None,
+    concurrency: int | None = None,
     judge: str | None = None,
 ) -> Judge:
     """A judge from CLI-style options: a GGUF path, or a judge by name (``judge``,
     resolved through the model registry to a verified file), or a server URL and model
     name, or the default SmolLM2-135M. With ``ledger``, every call goes through that
-    ledger file."""
+    ledger file.
+    ``concurrency``: requests in flight to a served judge (default 8); the in-process
+    judge always runs one call at a time."""
     from ambereval.errors import ConfigError
     from ambereval.models.judge import Judge
     from ambereval.models.ledger import Ledger
@@ -90,7 +93,11 @@ def open_judge(
         backend = LlamaCppBackend(model_path or default_judge_path(), n_ctx=n_ctx,
                                   n_threads=threads)
     book = Ledger(ledger, ledger_mode) if ledger else None
-    return Judge(backend, book, seed=seed, n_ctx=n_ctx)
+    recipe = {"model_path": str(model_path) if model_path else None, "url": url, "name": name,
+              "n_ctx": n_ctx, "threads": threads, "seed": seed, "api_key": api_key,
+              "concurrency": concurrency}
+    width = (concurrency or 8) if url else 1
+    return Judge(backend, book, seed=seed, n_ctx=n_ctx, concurrency=width, recipe=recipe)
 
 
 __all__ = [

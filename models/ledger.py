@@ -3,7 +3,13 @@
 Modes: ``record`` calls the model and stores the answer (replacing an old one);
 ``reuse`` answers from the ledger when it can, else calls and stores; ``replay`` answers
 only from the ledger and fails on a miss, naming the request. Several processes may
-write one ledger at once.
+write one ledger at once, and several threads: each thread gets its own SQLite
+connection. Rows are the same whatever order calls finished in; ``created`` and
+``seconds`` are timings (they differ run to run), everything else is content.
+
+A :class:`ShardLedger` is what a Ray worker writes: this run's new answers go to a shard
+file of their own (kept when the worker dies, so its retry does not ask again), lookups
+fall through to the run's ledger; the driver merges shards in key order (:meth:`Ledger.merge`).
 """
 
 from __future__ import annotations
@@ -82,6 +88,27 @@ class Ledger:
              canonical_json(truncation) if truncation else None, seconds,
              datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), error])
 
+    def rows(self) -> list[dict[str, Any]]:
+        """Every call, in key order."""
+        return [dict(r) for r in self._conn().execute("SELECT * FROM calls ORDER BY key")]
+
+    def merge(self, rows: list[dict[str, Any]]) -> int:
+        """Add rows from another ledger (a worker's shard) in key order, in one transaction;
+        an existing key is replaced in ``record`` mode and kept otherwise. -> rows given."""
+        verb = "INSERT OR REPLACE" if self.mode == "record" else "INSERT OR IGNORE"
+        columns = [r[1] for r in self._conn().execute("PRAGMA table_info(calls)")]
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for row in sorted(rows, key=lambda r: r["key"]):
+                conn.execute(f"{verb} INTO calls ({', '.join(columns)}) VALUES "
+                             f"({', '.join('?' for _ in columns)})", [row[c] for c in columns])
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return len(rows)
+
     def count(self) -> int:
         return self._conn().execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
@@ -90,3 +117,33 @@ class Ledger:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+class ShardLedger:
+    """A worker's ledger: new answers go to ``shard``; lookups try the shard first (what an
+    earlier, dead attempt already answered), then ``base`` unless the run records afresh.
+    The judge sees mode ``reuse`` (``replay`` when the run replays)."""
+
+    def __init__(self, shard: str | Path, base: str | Path | None, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown ledger mode {mode!r} (use one of {', '.join(MODES)})")
+        self.shard = Ledger(shard, "reuse")
+        use_base = base is not None and mode != "record" and Path(base).exists()
+        self.base = Ledger(base, mode) if use_base and base is not None else None
+        self.run_mode = mode
+        self.mode = "replay" if mode == "replay" else "reuse"
+        self.path = Path(base) if base is not None else self.shard.path
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        hit = self.shard.get(key)
+        if hit is None and self.base is not None:
+            hit = self.base.get(key)
+        return hit
+
+    def put(self, *args: Any, **kwargs: Any) -> None:
+        self.shard.put(*args, **kwargs)
+
+    def close(self) -> None:
+        self.shard.close()
+        if self.base is not None:
+            self.base.close()

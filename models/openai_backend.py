@@ -3,19 +3,38 @@
 Asks for JSON with the schema as ``response_format`` (``json_schema``, falling back to
 ``json_object`` + ``schema`` for servers such as llama-cpp-python's that only know that
 form), temperature 0 and a fixed seed. Timeouts, 5xx and invalid JSON are retried with
-backoff, then reported as one clear error.
+backoff, then reported as one clear error. 429 and 503 mean "busy", not "broken": they
+raise :class:`~ambereval.models.judge.Throttled` carrying the server's ``Retry-After``, so
+the judge's pool slows down and the request waits instead of failing. One backend (one
+HTTP connection pool) is shared by every thread of a judge.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
 from ambereval.errors import ModelError
-from ambereval.models.judge import Completion, Message
+from ambereval.models.judge import Completion, Message, Throttled
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delay-seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 class OpenAIBackend:
@@ -30,8 +49,12 @@ class OpenAIBackend:
         self.attempts = attempts
         self.backoff = backoff
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout, headers=headers, trust_env=False)
+        limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
+        self._client = httpx.Client(timeout=timeout, headers=headers, trust_env=False,
+                                    limits=limits)
         self._format = "json_schema"
+        self._lock = threading.Lock()
+        self.retries = 0  # transient failures retried (timeouts, 5xx, invalid JSON)
 
     def identity(self) -> dict[str, Any]:
         # n_ctx is the server's business: None keeps the judge's own setting out of the key
@@ -53,6 +76,8 @@ class OpenAIBackend:
         problem = "no attempt made"
         for attempt in range(self.attempts):
             if attempt:
+                with self._lock:
+                    self.retries += 1
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
                 resp = self._client.post(f"{self.base_url}/chat/completions",
@@ -67,7 +92,11 @@ class OpenAIBackend:
                     and ("json_object" in resp.text or "response_format" in resp.text)):
                 self._format = "json_object"  # the server's dialect; try again at once
                 return self.complete(messages, schema, max_tokens, seed)
-            if resp.status_code >= 500 or resp.status_code == 429:
+            if resp.status_code in (429, 503):
+                raise Throttled(f"judge server {self.base_url} is busy (HTTP "
+                                f"{resp.status_code})",
+                                retry_after(resp.headers.get("retry-after")))
+            if resp.status_code >= 500:
                 problem = f"HTTP {resp.status_code}"
                 continue
             if resp.status_code != 200:

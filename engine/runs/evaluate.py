@@ -1,29 +1,35 @@
 """``amber evaluate``: run the benchmark protocols offline over bundles, write a run dir.
 
-Run directory::
-
-    RUN_DIR/manifest.json     code version, bundles (datapackage sha256), judges, embedder,
-                              protocols, every [our rule], prompts' sha256
-    RUN_DIR/reports/<n>.json  per report: task, per judge every dimension and sub-score
-                              (per subtask, checklist item, claim) with ledger keys, and the
-                              mean over judges
-    RUN_DIR/run.json, run.csv the table: one row per report, and the mean per system
-    RUN_DIR/ledger.sqlite     every judge call (replayable)
+The run is planned first (:func:`plan_reports`: one :class:`ReportJob` per report, in
+bundle order then storage order), then :func:`evaluate_report` evaluates one report and
+returns plain data. Where and when it runs is the executor's business (``executors.py``:
+one at a time, a thread pool for a served judge; ``ray_executor.py``: a Ray cluster);
+every executor hands results back in run order to the one :class:`RunWriter`. The run
+directory's format (``amber-run/2``) is documented field by field in ``run_dir.py``.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import re
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ambereval import __version__
-from ambereval.engine.eval_context import open_context, reports_in, stored_task_id
-from ambereval.engine.tasks import load_tasks, task_for_report
+from ambereval.engine.eval_context import (
+    SharedEmbedder,
+    open_context,
+    reports_in,
+    stored_task_id,
+)
+from ambereval.engine.runs.run_dir import RunWriter
+from ambereval.engine.tasks import Task, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge
 from ambereval.snapshots import Bundle
@@ -74,72 +80,167 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "report"
 
 
+@dataclass(frozen=True)
+class ReportJob:
+    """One report to evaluate: plain data, cheap to send to another process."""
+
+    index: int
+    bundle: str  # as the user named it (recorded in the per-report file)
+    path: str  # the bundle's absolute path (what a worker opens)
+    report_id: str
+    report_name: str
+    system: str
+    task: Task
+    fname: str  # the per-report file name in RUN_DIR/reports/
+
+
+@dataclass
+class RunSetup:
+    """What every report of a run is evaluated with."""
+
+    protocols: list[str]
+    judges: list[tuple[str, Judge]]
+    embedder: Embedder | SharedEmbedder | None
+    max_chars: int = 12_000
+    rules: dict[str, str] | None = None
+
+    @property
+    def width(self) -> int:
+        """Requests the judges can take at once: 1 when any judge runs in-process."""
+        return min((j.limit.maximum for _, j in self.judges), default=1)
+
+
+def plan_reports(bundles: list[str | Path], tasks_path: str | Path) -> list[ReportJob]:
+    """One job per report of every bundle, in run order; fails before any judging."""
+    tasks = load_tasks(tasks_path)
+    jobs: list[ReportJob] = []
+    for path in bundles:
+        path = Path(path)
+        with Bundle.open(path) as bundle:
+            rows = reports_in(bundle)
+        if not rows:
+            raise InputError(f"{path}: bundle holds no report",
+                             hint="freeze one with `amber snapshot report`")
+        for row in rows:
+            task = task_for_report(tasks, Path(row["name"]).name, stored_task_id(row))
+            system = (json.loads(row["meta"]).get("system") if row.get("meta") else None) \
+                or path.parent.name or "default"
+            fname = (f"{_safe(path.parent.name)}--{_safe(path.name)}--"
+                     f"{_safe(Path(row['name']).stem)}--{row['id'][:12]}.json")
+            jobs.append(ReportJob(len(jobs), str(path), str(path.resolve()), row["id"],
+                                  row["name"], system, task, fname))
+    return jobs
+
+
+def evaluate_report(job: ReportJob, setup: RunSetup,
+                    tick: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Every protocol with every judge on one report -> the per-report document.
+
+    With a served judge (``setup.width > 1``) the (judge, protocol) pairs run together on
+    threads sharing the report's context; their results are assembled in a fixed order."""
+    runners = {p: _runner(p) for p in setup.protocols}
+    with Bundle.open(job.path) as bundle:
+        [row] = bundle.index.rows("SELECT * FROM reports WHERE id = ?", [job.report_id])
+        ctx = open_context(bundle, row, job.task, setup.embedder)
+        units = [(name, judge, p) for name, judge in setup.judges for p in setup.protocols]
+
+        def one(unit: tuple[str, Judge, str]) -> dict[str, Any]:
+            _, judge, protocol = unit
+            if protocol == "dailyreport":
+                result = runners[protocol](judge, ctx, setup.max_chars, setup.rules)
+            else:
+                result = runners[protocol](judge, ctx, setup.max_chars)
+            if tick is not None:
+                tick()
+            return result
+
+        if setup.width > 1 and len(units) > 1:
+            with ThreadPoolExecutor(len(units), thread_name_prefix="amber-unit") as pool:
+                results = list(pool.map(one, units))
+        else:
+            results = [one(u) for u in units]
+    per_judge: dict[str, dict[str, Any]] = {name: {} for name, _ in setup.judges}
+    for (name, _, protocol), result in zip(units, results, strict=True):
+        per_judge[name][protocol] = result
+    means = {p: _mean_scores([per_judge[n][p].get("scores") or {} for n, _ in setup.judges])
+             for p in setup.protocols}
+    return {"report": job.report_name, "report_id": job.report_id, "bundle": job.bundle,
+            "system": job.system, "task": job.task.id, "scores": means, "judges": per_judge}
+
+
 def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocols: list[str],
                      judges: list[tuple[str, Judge]], out: str | Path,
                      embedder: Embedder | None = None,
                      progress: Progress | None = None,
                      max_chars: int = 12_000,
-                     rules: dict[str, str] | None = None) -> dict[str, Any]:
+                     rules: dict[str, str] | None = None,
+                     executor: Any = None) -> dict[str, Any]:
+    """Evaluate every report of ``bundles`` and write the run directory ``out``.
+
+    ``executor``: None picks one (a thread pool as wide as the judges' concurrency when
+    every judge is served, else one report at a time); or an executor from
+    :func:`~ambereval.engine.runs.executors.make_executor`. Results do not depend on it.
+    Example: ``evaluate_bundles(["b/"], "tasks.json", ["deepeval"], [("j", judge)], "run")``
+    """
+    from ambereval.engine.runs.executors import make_executor
+
     progress = progress or (lambda phase, done, total: None)
     out = Path(out)
-    tasks = load_tasks(tasks_path)
-    runners = {p: _runner(p) for p in protocols}
-    work = []
-    for path in bundles:
-        bundle = Bundle.open(path)
-        rows = reports_in(bundle)
-        if not rows:
-            bundle.close()
-            raise InputError(f"{path}: bundle holds no report",
-                             hint="freeze one with `amber snapshot report`")
-        for row in rows:
-            task = task_for_report(tasks, Path(row["name"]).name, stored_task_id(row))
-            work.append((Path(path), bundle, row, task))
-    (out / "reports").mkdir(parents=True, exist_ok=True)
-    results = []
-    total = len(work) * len(judges) * len(protocols)
-    done = 0
-    for path, bundle, row, task in work:
-        ctx = open_context(bundle, row, task, embedder)
-        per_judge: dict[str, dict[str, Any]] = {}
-        for name, judge in judges:
-            per_judge[name] = {}
-            for protocol, run in runners.items():
-                if protocol == "dailyreport":
-                    per_judge[name][protocol] = run(judge, ctx, max_chars, rules)
-                else:
-                    per_judge[name][protocol] = run(judge, ctx, max_chars)
-                done += 1
-                progress("evaluate", done, total)
-        means = {p: _mean_scores([per_judge[n][p].get("scores") or {} for n, _ in judges])
-                 for p in protocols}
-        system = (json.loads(row["meta"]).get("system") if row.get("meta") else None) \
-            or path.parent.name or "default"
-        doc = {"report": row["name"], "report_id": row["id"], "bundle": str(path),
-               "system": system, "task": task.id, "scores": means, "judges": per_judge}
-        fname = (f"{_safe(path.parent.name)}--{_safe(path.name)}--"
-                 f"{_safe(Path(row['name']).stem)}--{row['id'][:12]}.json")
-        (out / "reports" / fname).write_text(json.dumps(doc, indent=2, ensure_ascii=False,
-                                                        sort_keys=True) + "\n")
-        results.append(doc)
-    for _, bundle, _, _ in work:
-        bundle.close()
-    table = _table(results, protocols)
+    for p in protocols:
+        _runner(p)
+    jobs = plan_reports(bundles, tasks_path)
+    setup = RunSetup(list(protocols), judges, embedder, max_chars, rules)
+    executor = executor or make_executor("auto", setup.width)
+    if setup.width > 1 and isinstance(embedder, Embedder):
+        setup.embedder = SharedEmbedder(embedder)
+    writer = RunWriter(out)
     manifest = {
-        "software": f"amber-eval {__version__}", "protocols": protocols,
-        "bundles": {str(p): _digest(p) for p, _, _, _ in work},
+        "software": f"amber-eval {__version__}", "protocols": list(protocols),
+        "bundles": {b: _digest(Path(b)) for b in dict.fromkeys(j.bundle for j in jobs)},
         "tasks_file": str(tasks_path),
         "tasks_sha256": hashlib.sha256(Path(tasks_path).read_bytes()).hexdigest(),
         "judges": {n: j.backend.identity()["model"] for n, j in judges},
         "seed": judges[0][1].seed if judges else None,
         "embedder": embedder.identity() if embedder else None,
-        "rules": _rules(protocols, rules),
+        "rules": _rules(list(protocols), rules),
         "report_clip_chars": max_chars,
+        "reports": [j.fname for j in jobs],
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    (out / "run.json").write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
-    _write_csv(out / "run.csv", table)
-    return {"manifest": manifest, "table": table, "reports": results}
+    writer.manifest(manifest)
+
+    total = len(jobs) * len(judges) * len(protocols)
+    done = 0
+    lock = threading.Lock()
+
+    def tick(n: int = 1) -> None:
+        nonlocal done
+        with lock:
+            done += n
+            progress("evaluate", done, total)
+
+    started = time.monotonic()
+    results = []
+    report_seconds: dict[str, float] = {}
+    for job, outcome in zip(jobs, executor.run(jobs, setup, tick), strict=True):
+        writer.report(job.fname, outcome.doc)
+        report_seconds[job.fname] = round(outcome.seconds, 3)
+        results.append(outcome.doc)
+    table = _table(results, list(protocols))
+    writer.table(table)
+    stats = {"executor": executor.describe(), "wall_seconds":
+             round(time.monotonic() - started, 3), "reports": len(jobs),
+             "report_seconds": report_seconds,
+             "judges": executor.judge_stats(setup)}
+    stats["totals"] = _totals(stats["judges"])
+    writer.stats(stats)
+    return {"manifest": {"format": "amber-run/2", **manifest}, "table": table,
+            "reports": results, "stats": stats}
+
+
+def _totals(per_judge: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    keys = ("calls", "ledger_hits", "prompt_tokens", "completion_tokens", "errors",
+            "retries", "throttled")
+    return {k: sum(s.get(k, 0) for s in per_judge.values()) for k in keys}
 
 
 def _rules(protocols: list[str], chosen: dict[str, str] | None) -> dict[str, Any]:
@@ -176,12 +277,3 @@ def _table(results: list[dict[str, Any]], protocols: list[str]) -> dict[str, Any
             means[c] = round(sum(values) / len(values), 4) if values else None
         systems[name] = means
     return {"columns": columns, "rows": rows, "systems": list(systems.values())}
-
-
-def _write_csv(path: Path, table: dict[str, Any]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["system", "report", "task", *table["columns"]])
-        for row in table["rows"]:
-            writer.writerow([row["system"], row["report"], row["task"],
-                             *["" if row.get(c) is None else row[c] for c in table["columns"]]])

@@ -1,0 +1,108 @@
+"""Where and when reports are evaluated; never what the result is.
+
+An executor takes the planned :class:`~ambereval.engine.runs.evaluate.ReportJob` list
+and yields one :class:`Outcome` per job, **in job order** whatever order they finish in
+(a finished report waits until every report before it is done), so the one writer
+writes the same run directory for every executor:
+
+- :class:`SequentialExecutor`: one report after another (the in-process llama.cpp judge,
+  whose shared-prefix KV reuse wants calls in a fixed order);
+- :class:`ThreadExecutor`: up to ``width`` reports at once, for served judges; together
+  with the judge's own bound (``--judge-concurrency``) this keeps the server's queue full;
+- ``RayExecutor`` (``ray_executor.py``, the only module that imports Ray): one Ray task
+  per report across a cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ambereval.engine.runs.evaluate import ReportJob, RunSetup, evaluate_report
+from ambereval.errors import ConfigError
+
+Tick = Callable[..., None]
+
+
+@dataclass
+class Outcome:
+    """One evaluated report: its document and how long it took (a timing)."""
+
+    doc: dict[str, Any]
+    seconds: float
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class Executor(Protocol):
+    def run(self, jobs: list[ReportJob], setup: RunSetup, tick: Tick) -> Iterator[Outcome]:
+        """One outcome per job, in job order."""
+        ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def judge_stats(self, setup: RunSetup) -> dict[str, dict[str, Any]]: ...
+
+
+def _timed(job: ReportJob, setup: RunSetup, tick: Tick) -> Outcome:
+    start = time.monotonic()
+    doc = evaluate_report(job, setup, tick)
+    return Outcome(doc, time.monotonic() - start)
+
+
+class SequentialExecutor:
+    """Every report in turn, on the calling thread."""
+
+    def run(self, jobs: list[ReportJob], setup: RunSetup, tick: Tick) -> Iterator[Outcome]:
+        for job in jobs:
+            yield _timed(job, setup, tick)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "sequential"}
+
+    def judge_stats(self, setup: RunSetup) -> dict[str, dict[str, Any]]:
+        return {name: judge.stats() for name, judge in setup.judges}
+
+
+class ThreadExecutor(SequentialExecutor):
+    """Up to ``width`` reports at once on threads sharing the judges (thread-safe, each
+    bounded by its own concurrency limit). Outcomes are yielded in job order."""
+
+    def __init__(self, width: int) -> None:
+        self.width = max(1, width)
+
+    def run(self, jobs: list[ReportJob], setup: RunSetup, tick: Tick) -> Iterator[Outcome]:
+        pool = ThreadPoolExecutor(self.width, thread_name_prefix="amber-report")
+        futures: list[Future[Outcome]] = []
+        try:
+            futures = [pool.submit(_timed, job, setup, tick) for job in jobs]
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+            pool.shutdown(wait=True)
+            for _, judge in setup.judges:
+                judge.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "threads", "reports_at_once": self.width}
+
+
+def make_executor(name: str, width: int = 1, ray_address: str | None = None,
+                  **ray_options: Any) -> Executor:
+    """``auto`` (threads when every judge is served, else sequential), ``sequential``,
+    ``threads`` or ``ray``."""
+    if name == "auto":
+        return ThreadExecutor(width) if width > 1 else SequentialExecutor()
+    if name == "sequential":
+        return SequentialExecutor()
+    if name == "threads":
+        return ThreadExecutor(width)
+    if name == "ray":
+        from ambereval.engine.runs.ray_executor import RayExecutor
+
+        return RayExecutor(ray_address, **ray_options)
+    raise ConfigError(f"unknown executor {name!r} (auto, sequential, threads or ray)")

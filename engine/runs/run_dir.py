@@ -1,0 +1,103 @@
+"""The run directory ``amber evaluate`` writes: format ``amber-run/2``, field by field.
+
+::
+
+    RUN_DIR/manifest.json      written first, before any judging
+      format                   "amber-run/2" (this layout; bumped on any change)
+      software                 "amber-eval <version>"
+      protocols                the protocols run, in order
+      bundles                  {bundle path: sha256 of its datapackage.json (or null)}
+      tasks_file, tasks_sha256 the tasks file and its digest
+      judges                   {judge name: model identity (GGUF sha256 or served name)}
+      seed                     the one seed
+      embedder                 embedder identity (name, sha256) or null
+      rules                    every [our rule] per protocol, as applied
+      report_clip_chars        reports longer than this were clipped before judging
+      reports                  [per-report file name, in run order] (the planned work)
+    RUN_DIR/reports/<n>.json   one per report, written as soon as it and every report
+                               before it are done (run order, never completion order):
+      report, report_id        the report's stored name and id in its bundle
+      bundle, system, task     where it came from, its system, its task id
+      scores                   {protocol: {dimension: mean over judges}}
+      judges                   {judge name: {protocol: the protocol's full result, every
+                               sub-score with the ledger key of the call behind it}}
+    RUN_DIR/run.json, run.csv  written last: their presence means the run finished.
+      columns                  "protocol.dimension" names
+      rows                     one per report (system, report, task, columns), run order
+      systems                  mean per system per column
+    RUN_DIR/ledger.sqlite      every judge call (models/ledger.py), keyed by the sha256 of
+                               its canonical request; compare runs by rows in key order
+    RUN_DIR/stats.json         timings and counters, different on every run: executor,
+                               judge concurrency, wall seconds, per judge calls, ledger
+                               hits, tokens, retries, 429/503 throttles, errors
+
+Everything above except ``stats.json`` and the ledger's ``created`` and ``seconds``
+columns is a function of the inputs: a run at any ``--judge-concurrency``, or on Ray,
+writes the same bytes. Every file is written atomically (a temporary file renamed into
+place), so a file that exists is complete.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RUN_FORMAT = "amber-run/2"
+STATS_FORMAT = "amber-run-stats/1"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory, fsynced
+    and renamed over the target: readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dump_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+class RunWriter:
+    """The one writer of a run directory. Executors hand it results in run order."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.out = Path(out)
+        (self.out / "reports").mkdir(parents=True, exist_ok=True)
+
+    def manifest(self, manifest: dict[str, Any]) -> None:
+        write_atomic(self.out / "manifest.json", dump_json({"format": RUN_FORMAT,
+                                                            **manifest}))
+
+    def report(self, fname: str, doc: dict[str, Any]) -> None:
+        write_atomic(self.out / "reports" / fname, dump_json(doc))
+
+    def table(self, table: dict[str, Any]) -> None:
+        write_atomic(self.out / "run.csv", _csv(table))
+        write_atomic(self.out / "run.json", dump_json(table))  # last: the run is complete
+
+    def stats(self, stats: dict[str, Any]) -> None:
+        write_atomic(self.out / "stats.json", dump_json({"format": STATS_FORMAT, **stats}))
+
+
+def _csv(table: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["system", "report", "task", *table["columns"]])
+    for row in table["rows"]:
+        writer.writerow([row["system"], row["report"], row["task"],
+                         *["" if row.get(c) is None else row[c] for c in table["columns"]]])
+    return buf.getvalue()
