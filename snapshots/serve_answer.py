@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
 from warcio.limitreader import LimitReader
 
+from ambereval.errors import BundleError
 from ambereval.snapshots.transport import REDACTED
 
 CHUNK = 64 * 1024
@@ -79,6 +81,12 @@ class _Opened:
             self._fh.seek(loc.offset)
             records = ArchiveIterator(LimitReader(self._fh, loc.length), check_digests=False)
             self.record = next(iter(records))
+        except (ArchiveLoadFailed, StopIteration, EOFError, OSError, ValueError,
+                zlib.error) as exc:
+            self._fh.close()
+            raise BundleError(f"{loc.path.name}: no readable record {loc.record_id} at "
+                              f"offset {loc.offset} ({type(exc).__name__})",
+                              hint="run `amber bundle verify`") from None
         except BaseException:
             self._fh.close()
             raise

@@ -13,11 +13,12 @@ import json
 import signal
 import socket
 import threading
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ambereval.errors import ConfigError
+from ambereval.errors import BundleError, ConfigError
 from ambereval.snapshots.serve_answer import Answer, miss
 from ambereval.snapshots.serve_index import FrozenWeb
 from ambereval.snapshots.serve_log import ServeLog
@@ -60,7 +61,7 @@ def answer_service(web: FrozenWeb, service: str, method: str, target: str,
                         head_only=method == "HEAD")
     except NotASearch as exc:
         return miss("serper", f"not a search request ({exc})")
-    except (OSError, EOFError, ValueError) as exc:
+    except (BundleError, OSError, EOFError, ValueError, zlib.error) as exc:
         return failure(service, f"could not read the captured record ({exc})")
 
 
@@ -133,6 +134,10 @@ def _handler(web: FrozenWeb, log: ServeLog) -> type[BaseHTTPRequestHandler]:
                 for chunk in answer.chunks():
                     self.wfile.write(chunk)
             except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+            except (BundleError, OSError, EOFError, ValueError, zlib.error):
+                # the body broke after the headers went out: cut the connection so the
+                # client sees a short body, never a silently wrong one
                 self.close_connection = True
             finally:
                 answer.close()

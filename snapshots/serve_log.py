@@ -62,4 +62,6 @@ class ServeLog:
                 f"{s['miss']} misses")
         if s["miss"] and s["misses_file"]:
             text += f" (logged to {s['misses_file']})"
+        if s.get("error"):
+            text += f", {s['error']} unreadable records"
         return text

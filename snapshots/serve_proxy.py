@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ambereval.errors import ConfigError
+from ambereval.errors import BundleError, ConfigError
 from ambereval.snapshots.serve_answer import Answer
 from ambereval.snapshots.serve_http import answer_service, failure
 from ambereval.snapshots.serve_index import FrozenWeb
@@ -61,7 +62,7 @@ class FrozenAddon:
         if service is None:
             try:
                 return self.web.page(method, url)
-            except (OSError, EOFError, ValueError) as exc:
+            except (BundleError, OSError, EOFError, ValueError, zlib.error) as exc:
                 return failure("direct", f"could not read the captured record ({exc})")
         return answer_service(self.web, service, method, path, headers, body)
 
@@ -73,7 +74,11 @@ class FrozenAddon:
         args = (req.method, req.scheme, req.host, req.port, req.path, req.url, headers,
                 req.raw_content or b"")
         answer = await asyncio.to_thread(self.answer, *args)
-        body = await asyncio.to_thread(answer.read)
+        try:
+            body = await asyncio.to_thread(answer.read)
+        except (BundleError, OSError, EOFError, ValueError, zlib.error) as exc:
+            answer = failure(answer.service, f"could not read the captured record ({exc})")
+            body = answer.read()
         response = http.Response.make(
             answer.status, b"",
             [(k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))

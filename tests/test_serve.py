@@ -273,3 +273,22 @@ def test_proxy_without_mitmproxy_names_the_extra(captured: dict) -> None:
                           timeout=120)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "amber-eval[serve]" in done.stderr
+
+
+def test_a_damaged_record_is_a_500_not_a_crash(captured: dict, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(captured["bundle"], copy)
+    web = FrozenWeb([copy])
+    for warc in (copy / "archive").glob("*.warc.gz"):
+        warc.write_bytes(b"\0" * warc.stat().st_size)
+    log = ServeLog()
+    with BaseUrlServer(web, log=log) as server:
+        status, headers, body = call(f"{server.url}/{captured['urls']['eiffel']}",
+                                     headers={"Accept": "application/json"})
+        assert status == 500 and headers["X-Amber-Match"] == "error"
+        assert body.decode().count("\n") == 1
+        status, _, _ = call(server.url + "/search", {"q": "largest tea producer"})
+        assert status == 500
+    assert "2 unreadable records" in log.line()

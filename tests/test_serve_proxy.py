@@ -39,6 +39,7 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             ("redirect", "/redirect"), ("tea_gz", "/gzip/pages/tea.html"),
             ("notes", "/pages/notes.txt"), ("dup_a", "/pages/dup-a.html"),
             ("dup_b", "/pages/dup-b.html"))}
+        urls["serper_base"] = web.serper_url
         with Bundle.open(root / "direct") as b:
             urls["refused"] = b.index.one("SELECT url FROM captures WHERE status IS NULL")["url"]
     port = free_port()
@@ -109,6 +110,10 @@ def test_curl_reaches_jina_and_serper_hosts(frozen: dict[str, Any]) -> None:
                                  "-d", json.dumps({"q": QUERY}))
     assert status == 200 and headers["x-amber-match"] == "exact"
     assert json.loads(body)["organic"] == json.loads(full)["organic"][:3]
+    # the base URL the capture used is recognised as Serper too
+    status, headers, same = curl(frozen, "-X", "POST", frozen["urls"]["serper_base"] +
+                                 "/search", "-d", json.dumps({"q": QUERY}))
+    assert status == 200 and headers["x-amber-match"] == "exact" and same == full
 
 
 def test_python_urllib_and_requests_with_only_the_env(frozen: dict[str, Any]) -> None:
