@@ -292,3 +292,33 @@ def test_a_damaged_record_is_a_500_not_a_crash(captured: dict, tmp_path: Path) -
         status, _, _ = call(server.url + "/search", {"q": "largest tea producer"})
         assert status == 500
     assert "2 unreadable records" in log.line()
+
+
+def test_cli_snapshot_through_cli_serve_reproduces_the_bundle(captured: dict,
+                                                              tmp_path: Path) -> None:
+    """The round trip as a user runs it: `amber serve`, two exports, `amber snapshot`."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ambereval.cli", "serve", str(captured["bundle"]), "--port",
+         str(port), "--misses", str(tmp_path / "m.jsonl")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        exports = dict(proc.stdout.readline()[len("export "):].strip().split("=", 1)
+                       for _ in range(2))
+        base = captured["urls"]["eiffel"].split("/pages/")[0]
+        claims = [{"id": c.id, "text": c.text, "urls": list(c.urls), "queries": list(c.queries)}
+                  for c in claims_for(_Origin(base + "/pages/"))]
+        (tmp_path / "claims.jsonl").write_text("".join(json.dumps(c) + "\n" for c in claims))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SERPER_", "JINA_"))}
+        env.update(exports, SERPER_API_KEY="unused", AMBER_ALLOW_PRIVATE_ADDRESSES="1")
+        done = subprocess.run(
+            [sys.executable, "-m", "ambereval.cli", "snapshot", "claims",
+             str(tmp_path / "claims.jsonl"), "--out", str(tmp_path / "b"), "--rate", "0",
+             "--retries", "2", "--backoff", "0.01", "--json"],
+            capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert "0 misses" in err
+    assert evidence(tmp_path / "b") == evidence(captured["bundle"])
