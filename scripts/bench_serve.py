@@ -34,6 +34,7 @@ from serve_helpers import free_port, options  # noqa: E402
 
 from ambereval.snapshots import capture_claims  # noqa: E402
 from ambereval.snapshots.claims_input import ClaimInput  # noqa: E402
+from ambereval.snapshots.serve_index import FrozenWeb  # noqa: E402
 
 from fakeweb import FakeWeb, html_page  # noqa: E402
 
@@ -125,6 +126,9 @@ def main() -> None:
         size = sum(f.stat().st_size for f in (bundle / "archive").glob("*.warc.gz"))
         print(f"bundle: {len(urls)} pages, {len(queries)} searches, {size} WARC bytes; "
               f"{os.cpu_count()} cores shared by server and clients")
+        began = time.perf_counter()
+        FrozenWeb([bundle])
+        print(f"index loaded in {time.perf_counter() - began:.3f} s")
         rows = []
         for proxy in (False, True):
             proc, env = start(bundle, free_port(), proxy, Path(tmp) / "ca")

@@ -137,6 +137,14 @@ def test_jina_formats_options_and_failures(captured: dict) -> None:
         assert status == 200 and "returned error 404" in json.loads(body)["data"]["warning"]
         status, headers, body = call(f"{server.url}/https://example.org/never")
         assert status == 404 and "never read through Jina Reader" in body.decode()
+        # Jina's POST form, and HEAD (headers and length, no body)
+        status, headers, posted = call(server.url + "/", {"url": eiffel},
+                                       {"Accept": "application/json",
+                                        "Content-Type": "application/json"})
+        assert status == 200 and json.loads(posted)["data"] == data
+        status, headers, empty = call(f"{server.url}/{eiffel}", method="HEAD",
+                                      headers={"Accept": "application/json"})
+        assert status == 200 and empty == b"" and int(headers["Content-Length"]) == len(posted)
 
 
 def test_misses_are_logged_without_keys_and_counted(captured: dict, tmp_path: Path) -> None:
