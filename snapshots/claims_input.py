@@ -24,7 +24,10 @@ class ClaimInput:
 
 def check_url(url: str) -> str | None:
     """Why ``url`` cannot be fetched, or None when it can."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as err:  # e.g. an unclosed IPv6 bracket
+        return f"is not a valid URL ({err})"
     if parts.scheme not in ("http", "https"):
         return "must start with http:// or https://"
     if not parts.netloc:
