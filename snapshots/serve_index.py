@@ -11,11 +11,14 @@ listed in :attr:`FrozenWeb.conflicts`.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from warcio.exceptions import ArchiveLoadFailed
 
 from ambereval.errors import BundleError
 from ambereval.snapshots.bundle import Bundle
@@ -206,21 +209,27 @@ class FrozenWeb:
         for order, root in enumerate(self.bundles):
             with Bundle.open(root) as bundle:
                 loader = _Loader(bundle, order)
-                for item in loader.load():
-                    found.setdefault((item.service, item.key), []).append(item)
+                try:
+                    for item in loader.load():
+                        found.setdefault((item.service, item.key), []).append(item)
+                except (ArchiveLoadFailed, EOFError, OSError, zlib.error) as exc:
+                    raise BundleError(f"{root}: a record cannot be read ({exc})",
+                                      hint=f"run `amber bundle verify {root}`") from None
                 for row in bundle.index.rows(
                         "SELECT DISTINCT reader, fetch_url FROM captures"
                         " WHERE reader IN ('serper', 'jina')"):
                     netloc = urlsplit(row["fetch_url"]).netloc.lower()
-                    if netloc:
-                        self.hosts.setdefault(netloc, row["reader"])
+                    if netloc and self.hosts.get(netloc, row["reader"]) != row["reader"]:
+                        self.hosts[netloc] = "both"  # one server for both (amber serve)
+                    elif netloc:
+                        self.hosts[netloc] = row["reader"]
         for key, items in sorted(found.items()):
             items.sort(key=lambda i: (i.captured_at, i.bundle_order, i.capture_id or "",
                                       i.response.record_id if i.response else ""))
             first = items[0]
             self._items[key] = first
             if first.service == "jina":
-                self._reader_urls.add(first.key.rsplit(" ", 1)[0])
+                self._reader_urls.add(first.key.split(" ", 1)[0])
             self.counts[first.service] += 1
             seen = {(first.digest, first.status)}
             for other in items[1:]:
@@ -233,10 +242,14 @@ class FrozenWeb:
     def _get(self, service: str, key: str) -> Frozen | None:
         return self._items.get((service, key))
 
-    def service_for_host(self, netloc: str) -> str | None:
+    def service_for_host(self, netloc: str, path: str = "/") -> str | None:
         """``serper``/``jina`` for a service host (the real ones and every base URL the
-        captures used), else None (a page, replayed as captured)."""
-        return self.hosts.get(netloc.lower())
+        captures used; a host that served both is told apart by the ``/search`` path),
+        else None (a page, replayed as captured)."""
+        found = self.hosts.get(netloc.lower())
+        if found == "both":
+            return "serper" if urlsplit(path).path.rstrip("/") == "/search" else "jina"
+        return found
 
     # -- Serper ------------------------------------------------------------------------
     def search(self, queries: list[dict[str, Any]], batch: bool = False) -> Answer:

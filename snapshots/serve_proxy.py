@@ -49,16 +49,16 @@ class FrozenAddon:
         self.on_running = on_running
         self.refused_connections = 0
 
-    def service(self, host: str, port: int, scheme: str) -> str | None:
+    def service(self, host: str, port: int, scheme: str, path: str) -> str | None:
         host = host.lower()
-        found = self.web.service_for_host(f"{host}:{port}")
+        found = self.web.service_for_host(f"{host}:{port}", path)
         if found is None and port == _DEFAULT_PORTS.get(scheme):
-            found = self.web.service_for_host(host)
+            found = self.web.service_for_host(host, path)
         return found
 
     def answer(self, method: str, scheme: str, host: str, port: int, path: str, url: str,
                headers: list[tuple[str, str]], body: bytes) -> Answer:
-        service = self.service(host, port, scheme)
+        service = self.service(host, port, scheme, path)
         if service is None:
             try:
                 return self.web.page(method, url)

@@ -64,6 +64,11 @@ def test_round_trip_reproduces_the_bundle(captured: dict, tmp_path: Path) -> Non
     assert log.counts["miss"] == 0, (tmp_path / "misses.jsonl").read_text()
     assert evidence(tmp_path / "b") == evidence(original)
     assert evidence(original)["failures"], "the original holds a failure to reproduce"
+    # a bundle captured through amber serve: one host served both services
+    again = FrozenWeb([tmp_path / "b"])
+    netloc = server.url.split("//", 1)[1]
+    assert again.service_for_host(netloc, "/search") == "serper"
+    assert again.service_for_host(netloc, "/http://x.org/a") == "jina"
 
 
 class _Origin:
@@ -300,6 +305,8 @@ def test_a_damaged_record_is_a_500_not_a_crash(captured: dict, tmp_path: Path) -
         status, _, _ = call(server.url + "/search", {"q": "largest tea producer"})
         assert status == 500
     assert "2 unreadable records" in log.line()
+    with pytest.raises(BundleError, match="cannot be read"):
+        FrozenWeb([copy])
 
 
 def test_cli_snapshot_through_cli_serve_reproduces_the_bundle(captured: dict,
