@@ -79,12 +79,34 @@ class Backend(Protocol):
                  max_tokens: int, seed: int) -> Completion: ...
 
 
-def check_schema(schema: dict[str, Any]) -> None:
-    """Reject schemas that are not valid JSON Schema or not an object at the top."""
+_VALIDATORS: dict[str, Any] = {}  # canonical schema -> checked validator
+_VALIDATORS_LOCK = threading.Lock()
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """A validator for ``schema``, checked once: checking a schema costs far more than a
+    judge call's own client work, and the protocols ask the same few schemas again and
+    again."""
+    key = canonical_json(schema)
+    with _VALIDATORS_LOCK:
+        found = _VALIDATORS.get(key)
+    if found is not None:
+        return found
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as err:
         raise ModelError(f"invalid JSON schema: {err.message}") from None
+    validator = jsonschema.Draft202012Validator(schema)
+    with _VALIDATORS_LOCK:
+        if len(_VALIDATORS) >= 512:
+            _VALIDATORS.clear()
+        _VALIDATORS[key] = validator
+    return validator
+
+
+def check_schema(schema: dict[str, Any]) -> None:
+    """Reject schemas that are not valid JSON Schema or not an object at the top."""
+    _validator(schema)
     if schema.get("type") != "object":
         raise ModelError("the judge schema must describe a JSON object (type: object)")
 
@@ -95,10 +117,9 @@ def parse_against(raw: str, schema: dict[str, Any]) -> Any:
         obj = json.loads(raw, strict=False)  # raw control characters inside strings are fine
     except ValueError as err:
         raise ModelError(f"judge returned invalid JSON ({err.msg}): {raw[:120]!r}") from None
-    try:
-        jsonschema.validate(obj, schema)
-    except jsonschema.ValidationError as err:
-        raise ModelError(f"judge output does not match the schema: {err.message}") from None
+    error = jsonschema.exceptions.best_match(_validator(schema).iter_errors(obj))
+    if error is not None:
+        raise ModelError(f"judge output does not match the schema: {error.message}")
     return obj
 
 
