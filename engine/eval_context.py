@@ -17,7 +17,7 @@ import numpy as np
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
 from ambereval.engine.report import Report, parse_report
 from ambereval.engine.tasks import Task
-from ambereval.models import ChunkParams, Embedder, VectorIndex
+from ambereval.models import ChunkParams, Embedder, Retriever, RetrieverSpec
 from ambereval.snapshots import Bundle
 
 
@@ -32,8 +32,9 @@ class EvalContext:
     claims: list[ClaimEvidence]
     embedder: Embedder | SharedEmbedder | None = None
     params: ChunkParams = field(default_factory=ChunkParams)
+    retriever: RetrieverSpec = field(default_factory=RetrieverSpec)
     _pages: dict[str, Page] = field(default_factory=dict)
-    _indexes: dict[str, VectorIndex] = field(default_factory=dict)
+    _indexes: dict[str, Retriever] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def page(self, url: str) -> Page:
@@ -60,9 +61,10 @@ class EvalContext:
         with self._lock:
             index = self._indexes.get(page.capture_id)
             if index is None:  # each page's chunks are embedded once per evaluation
-                index = VectorIndex.build(page.chunks, self.embedder, self.params.as_dict())
+                index = Retriever.build(page.chunks, self.embedder, self.params.as_dict(),
+                                        self.retriever)
                 self._indexes[page.capture_id] = index
-            hits = index.search(self.embedder.embed([query])[0], k)
+            hits = index.search(query, k)
         return [h.chunk.text for h in sorted(hits, key=lambda h: h.chunk.start)]
 
     def pages_by_title(self) -> dict[str, Page]:

@@ -30,8 +30,9 @@ from typing import Any
 
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
 from ambereval.errors import ModelError
-from ambereval.models import ChunkParams, Embedder, Hit, Judge, VectorIndex
+from ambereval.models import ChunkParams, Embedder, Hit, Judge, Retriever, RetrieverSpec
 from ambereval.models.canonical import content_key
+from ambereval.models.retriever import DEFAULT_RETRIEVER
 from ambereval.snapshots import Bundle
 
 Progress = Callable[[str, int, int], None]
@@ -67,6 +68,8 @@ class VerifyOptions:
     page_rule: str = "cited-first"
     chunk_tokens: int = 160
     chunk_overlap: int = 32
+    #: dense, bm25 or hybrid (dense + BM25 by reciprocal rank fusion), models/retriever.py
+    retriever: str = DEFAULT_RETRIEVER
     max_tokens: int = 160
 
     def as_dict(self) -> dict[str, Any]:
@@ -163,9 +166,11 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
     chunks = [c for p in sorted(valid.values(), key=lambda p: p.capture_id) for c in p.chunks]
     cache = Path(cache_dir) if cache_dir else None
     if cache is not None:
-        index, _ = VectorIndex.load_or_build(cache, chunks, embedder, params.as_dict())
+        index, _ = Retriever.load_or_build(cache, chunks, embedder, params.as_dict(),
+                                           RetrieverSpec.named(options.retriever))
     else:
-        index = VectorIndex.build(chunks, embedder, params.as_dict())
+        index = Retriever.build(chunks, embedder, params.as_dict(),
+                                RetrieverSpec.named(options.retriever))
 
     for claim in claims:
         cited_ids = {cid for _, cid in claim.cited if cid}
@@ -177,8 +182,7 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
             seen.add(page.capture_id)
             plan.setdefault(page.capture_id, []).append((claim, page, cid in cited_ids))
         if options.whole_bundle:
-            q = embedder.embed([claim.text])[0]
-            for hit in index.search(q, k=options.whole_bundle_pages * 4):
+            for hit in index.search(claim.text, k=options.whole_bundle_pages * 4):
                 cid = hit.chunk.capture_id
                 if cid in seen or len(seen) >= len(claim.cited) + len(claim.found) + \
                         options.whole_bundle_pages:
@@ -196,9 +200,8 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
         entries = plan[capture_id]
         page = entries[0][1]
         questions = [(c, q, cited) for c, _, cited in entries for q in c.questions]
-        vectors = embedder.embed([q for _, q, _ in questions])
-        hits_per_q = [index.search(v, options.passages_per_question, captures={capture_id})
-                      for v in vectors]
+        hits_per_q = index.search_many([q for _, q, _ in questions],
+                                       options.passages_per_question, captures={capture_id})
         best: dict[str, Hit] = {}
         for hits in hits_per_q:
             for h in hits:
@@ -261,6 +264,7 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                         for k in ("support", "conflict", "unknown")},
         "judge": judge.backend.identity()["model"],
         "embedder": embedder.identity(),
+        "retriever": index.identity(),
         "options": options.as_dict(),
         "prompt_sha256": content_key([VERIFY_PROMPT, VERIFY_SCHEMA]),
     }

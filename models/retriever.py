@@ -28,6 +28,7 @@ from ambereval.models.chunker import Chunk
 from ambereval.models.vector_index import Encoder, Hit, IndexSpec, VectorIndex
 
 KINDS = ("hybrid", "dense", "bm25")
+DEFAULT_RETRIEVER = "hybrid"
 RRF_K = 60
 
 
@@ -35,7 +36,7 @@ RRF_K = 60
 class RetrieverSpec:
     """Which retriever, with which parameters (all recorded by ``identity()``)."""
 
-    kind: str = "hybrid"
+    kind: str = DEFAULT_RETRIEVER
     rrf_k: int = RRF_K
     depth: int = 50
     index: IndexSpec = field(default_factory=IndexSpec)

@@ -31,7 +31,7 @@ from ambereval.engine.eval_context import (
 from ambereval.engine.runs.run_dir import RunWriter
 from ambereval.engine.tasks import Task, load_tasks, task_for_report
 from ambereval.errors import InputError
-from ambereval.models import Embedder, Judge
+from ambereval.models import Embedder, Judge, RetrieverSpec
 from ambereval.snapshots import Bundle
 
 PROTOCOLS = ("dailyreport", "dr3", "deepeval")
@@ -202,6 +202,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         "judges": {n: j.backend.identity()["model"] for n, j in judges},
         "seed": judges[0][1].seed if judges else None,
         "embedder": embedder.identity() if embedder else None,
+        "retriever": RetrieverSpec().as_dict() if embedder else None,
         "rules": _rules(list(protocols), rules),
         "report_clip_chars": max_chars,
         "reports": [j.fname for j in jobs],
