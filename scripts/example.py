@@ -7,7 +7,9 @@ services (only the base URLs and the key differ):
 1. ``snapshot claims`` on a small claims file, then ``bundle verify/stats/show``;
 2. ``snapshot report`` on a small Markdown report (tests/fixtures/report.md);
 3. with the fakes stopped, ``verify`` judges the report's claims offline with the default
-   local judge and prints the verdicts with the pages behind them.
+   local judge and prints the verdicts with the pages behind them;
+4. ``audit --html`` writes ``out/example/verify/audit.html`` (the report, each claim
+   coloured by verdict, the captured passage behind it) and prints the score table.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ def main() -> None:
     amber("verify", str(report_bundle), "--out", str(work / "verify"), "--judge-ctx", "2048",
           env=offline)
     print(f"\nbundles written to {bundle} and {report_bundle}; verdicts in {work / 'verify'}")
+    # what Amber is for: every verdict with the captured bytes behind it, on one page
+    amber("audit", str(work / "verify"), "--html", env=offline)
+    print(f"\nopen {(work / 'verify' / 'audit.html').resolve().as_uri()} in a browser: the "
+          "report with each claim coloured by verdict; click one for its evidence")
 
 
 if __name__ == "__main__":

@@ -73,6 +73,14 @@ def test_audit_page_in_chromium(browser: Any, runs: Runs, tmp_path: Path) -> Non
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert "<script>window.__pwned" in page.locator("#reporttext").inner_text()
     page.screenshot(path=str(tmp_path / "audit.png"), full_page=False)
+    # the address names the claim shown: a link to it opens that claim's evidence
+    fa.click()
+    assert page.url.endswith("#r=0&i=fa.1&j=fake")
+    linked = browser.new_page()
+    linked.goto(page.url)
+    linked.wait_for_selector("#evidence .ev")
+    assert "fa.1" in linked.locator("#evidence h3").inner_text()
+    linked.close()
     assert (tmp_path / "audit.png").stat().st_size > 10_000
     assert errors == [] and requests == [path.as_uri()]
     page.close()

@@ -620,7 +620,8 @@ def _load_verify(loader: _Loader, run_dir: Path) -> Audit:
         if len(rows) == 1:
             report_id, report_name = rows[0]["id"], rows[0]["name"]
             text = _report_text(bundle, report_id)
-    judge = str(summary.get("judge", "judge"))
+    identity = summary.get("judge")
+    judge = str((identity.get("name") if isinstance(identity, dict) else identity) or "judge")
     total = len(verdicts) or 1
     scores = {c: round(100.0 * sum(v.get("verdict") == c.split(".")[1].capitalize()
                                    for v in verdicts) / total, 4) for c in VERIFY_COLUMNS}
@@ -631,7 +632,7 @@ def _load_verify(loader: _Loader, run_dir: Path) -> Audit:
     inputs = {k: summary.get(k) for k in ("judge", "embedder", "options", "prompt_sha256",
                                           "retriever") if k in summary}
     return Audit("verify", str(run_dir), list(VERIFY_COLUMNS),
-                 [{"system": system, "reports": 1, **scores}], {"judge": judge}, [rep],
+                 [{"system": system, "reports": 1, **scores}], {judge: identity}, [rep],
                  inputs=inputs)
 
 
