@@ -3,6 +3,12 @@
 Input: JSONL ``{"id", "claim", "evidence", "label"}`` with labels ``supported``,
 ``contradicted``, ``unknown`` (ternary) or ``supported``/``unsupported`` (binary; then a
 ``contradicted`` or ``unknown`` verdict counts as ``unsupported``).
+
+The judge is asked exactly as ``amber verify`` asks it about one (question, page): the
+same instructions, passages listing, yes/no question (the one ``--extractor sentences``
+writes), schema and decision method (engine/verification.py); ``true``/``false``/``none``
+count as supported/contradicted/unknown. The evidence's blank-line separated paragraphs
+(or, with ``--retrieve``, the retrieved chunks) are the passages.
 """
 
 from __future__ import annotations
@@ -13,6 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ambereval.engine.verification import (
+    VERIFY_PROMPT,
+    decision_for,
+    page_prefix,
+    question_for,
+    question_messages,
+    read_answer,
+)
 from ambereval.errors import InputError
 from ambereval.jsonl import iter_objects
 from ambereval.models import Judge
@@ -21,19 +35,7 @@ from ambereval.models.canonical import content_key
 TERNARY = ("contradicted", "supported", "unknown")
 BINARY = ("supported", "unsupported")
 
-SYSTEM_PROMPT = (
-    "You verify a single claim using only the evidence text you are given, never your own "
-    "knowledge. Answer 'supported' if the evidence states or directly implies the claim, "
-    "including its numbers, dates, names and qualifiers. Answer 'contradicted' if the "
-    "evidence states something incompatible with the claim. Answer 'unknown' if the "
-    "evidence is silent, only partly covers the claim, or is off topic."
-)
-VERDICT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"verdict": {"type": "string", "enum": list(TERNARY)}},
-    "required": ["verdict"],
-    "additionalProperties": False,
-}
+VERDICTS = {"true": "supported", "false": "contradicted", "none": "unknown"}
 
 
 @dataclass(frozen=True)
@@ -78,15 +80,17 @@ def load_pairs(path: str | Path, limit: int | None = None) -> tuple[list[Pair], 
                      "use one label scheme per file")
 
 
-def messages_for(claim: str, evidence: str) -> list[dict[str, str]]:
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"Claim: {claim}\n\nEvidence:\n{evidence}"},
-    ]
+def messages_for(claim: str, passages: list[str]) -> list[dict[str, str]]:
+    """The verification prompt for one labeled pair (see the module doc)."""
+    return question_messages(page_prefix(passages), question_for(claim), claim)
+
+
+def passages_of(evidence: str) -> list[str]:
+    return [p.strip() for p in evidence.split("\n\n") if p.strip()] or [evidence.strip()]
 
 
 def _retrieval_context(pairs: list[Pair], embedder: Any, k: int,
-                       chunk_tokens: int) -> tuple[list[str], float | None, int]:
+                       chunk_tokens: int) -> tuple[list[list[str]], float | None, int]:
     """Chunk each pair's page, retrieve the top-k chunks for its claim from that page only,
     and measure recall@k of the gold spans. Returns (evidence texts, recall, items)."""
     from ambereval.models import ChunkParams, VectorIndex, chunk_text
@@ -96,12 +100,12 @@ def _retrieval_context(pairs: list[Pair], embedder: Any, k: int,
               for c in chunk_text(p.page or "", f"item{i:06d}", params)]
     index = VectorIndex.build(chunks, embedder, params.as_dict())
     queries = embedder.embed([p.claim for p in pairs])
-    contexts: list[str] = []
+    contexts: list[list[str]] = []
     recalls: list[float] = []
     for i, (pair, q) in enumerate(zip(pairs, queries, strict=True)):
         hits = index.search(q, k, captures={f"item{i:06d}"})
         ordered = sorted(hits, key=lambda h: h.chunk.start)
-        contexts.append("\n\n".join(h.chunk.text for h in ordered))
+        contexts.append([h.chunk.text for h in ordered])
         if pair.gold:
             covered = sum(1 for gs, ge in pair.gold
                           if any(h.chunk.start < ge and gs < h.chunk.end for h in hits))
@@ -135,10 +139,11 @@ def run_judge_bench(
     judge: Judge,
     limit: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    max_tokens: int = 24,
+    max_tokens: int = 16,
     embedder: Any = None,
     retrieve_k: int | None = None,
     chunk_tokens: int = 64,
+    decision: str = "auto",
 ) -> dict[str, Any]:
     """Judge every pair; the result depends only on the data, the model and the prompts.
 
@@ -162,7 +167,7 @@ def run_judge_bench(
     else:
         if any(not p.evidence for p in pairs):
             raise InputError(f"{path}: lines with a 'page' and no 'evidence' need --retrieve K")
-        contexts = [p.evidence for p in pairs]
+        contexts = [passages_of(p.evidence) for p in pairs]
     gold, pred, rows = [], [], []
     finished = 0
     lock = threading.Lock()
@@ -173,12 +178,13 @@ def run_judge_bench(
             finished += 1
             progress("judge", finished, len(pairs))
 
-    answers = judge.map([(messages_for(pair.claim, contexts[i]), VERDICT_SCHEMA, max_tokens)
+    method, schema, bias = decision_for(judge, decision)
+    answers = judge.map([(messages_for(pair.claim, contexts[i]), schema, max_tokens)
                          for i, pair in enumerate(pairs)], on_done=tick)
     for pair, answer in zip(pairs, answers, strict=True):
         if isinstance(answer, Exception):
             raise answer
-        verdict = answer.obj["verdict"]
+        verdict = VERDICTS[read_answer(answer.obj, bias)[0]]
         if labels == BINARY and verdict != "supported":
             verdict = "unsupported"
         gold.append(pair.label)
@@ -187,7 +193,8 @@ def run_judge_bench(
                      "ledger_key": answer.key})
     result = metrics(gold, pred, labels)
     result["judge"] = judge.backend.identity()["model"]
-    result["prompt_sha256"] = content_key([SYSTEM_PROMPT, VERDICT_SCHEMA])
+    result["decision"] = {"method": method, "bias": bias}
+    result["prompt_sha256"] = content_key([VERIFY_PROMPT, schema])  # = amber verify's
     result["data_sha256"] = content_key([[p.id, p.claim, p.evidence, p.label, p.page,
                                           list(p.gold)] for p in pairs])
     if retrieval is not None:

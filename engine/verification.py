@@ -28,10 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ambereval.engine.calibration import calibration_for
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
-from ambereval.errors import ModelError
+from ambereval.errors import ConfigError, ModelError
 from ambereval.models import ChunkParams, Embedder, Hit, Judge, Retriever, RetrieverSpec
 from ambereval.models.canonical import content_key
+from ambereval.models.decision import decide, label_logprob_schema
 from ambereval.models.retriever import DEFAULT_RETRIEVER
 from ambereval.snapshots import Bundle
 
@@ -43,18 +45,23 @@ VERIFY_PROMPT = (
     "support a yes, 'false' if they clearly contradict it, and 'none' if they do not "
     "settle it. Numbers must match: the same number of significant digits exactly; a "
     "rounder number is fine (100 vs 100.1), a different one is not (100 vs 110). Judge "
-    "dates by what the page says, not by today's date. Quote the sentence you relied on."
+    "dates by what the page says, not by today's date."
 )
+VERIFY_LABELS = ("true", "false", "none")
+#: generated decision (servers, judges that cannot score labels): the answer first, then
+#: the number of the passage it rests on; nothing else is generated
 VERIFY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "answer": {"type": "string", "enum": ["true", "false", "none"]},
-        "passage": {"type": "integer"},
-        "evidence": {"type": "string", "maxLength": 300},
+        "answer": {"type": "string", "enum": list(VERIFY_LABELS)},
+        "passage": {"type": "integer", "minimum": 0, "maximum": 99},
     },
-    "required": ["answer", "passage", "evidence"],
+    "required": ["answer", "passage"],
     "additionalProperties": False,
 }
+#: decision from the label log-probabilities (in-process llama.cpp): no generation
+VERIFY_LOGPROB_SCHEMA = label_logprob_schema("answer", VERIFY_LABELS)
+DECISIONS = ("auto", "logprobs", "generate")
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,12 @@ class VerifyOptions:
     chunk_overlap: int = 32
     #: dense, bm25 or hybrid (dense + BM25 by reciprocal rank fusion), models/retriever.py
     retriever: str = DEFAULT_RETRIEVER
-    max_tokens: int = 160
+    max_tokens: int = 16
+    #: how the judge's answer is decided: generated (answer first, then the passage
+    #: number), or from the label log-probabilities plus the judge's calibration offsets
+    #: (engine/calibration.py); ``auto`` uses log-probabilities only for a calibrated
+    #: in-process judge (see ``decision_for``)
+    decision: str = "auto"
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -136,6 +148,7 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                   progress: Progress | None = None) -> dict[str, Any]:
     """Verify every claim in the bundle; returns ``{"claims": [...], "summary": {...}}``."""
     options = options or VerifyOptions()
+    method, schema, bias = decision_for(judge, options.decision)
     progress = progress or (lambda phase, done, total: None)
     params = ChunkParams(options.chunk_tokens, options.chunk_overlap)
     with Bundle.open(bundle_path) as bundle:
@@ -209,11 +222,11 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                     best[h.chunk.chunk_id] = h
         chosen = sorted(best.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
         chosen = sorted(chosen[: options.max_passages_per_page], key=lambda h: h.chunk.start)
-        listing = "\n\n".join(f"[{i}] {h.chunk.text}" for i, h in enumerate(chosen, start=1))
-        prefix = f"Page: {page.title or page.url}\nURL: {page.url}\n\nPassages:\n\n{listing}"
+        prefix = page_prefix([h.chunk.text for h in chosen], page.title, page.url)
         for (claim, question, cited), hits in zip(questions, hits_per_q, strict=True):
             asks.append((claim, question, page, cited, hits, chosen))
-            calls.append((_question_messages(prefix, claim, question), VERIFY_SCHEMA,
+            calls.append((question_messages(prefix, question, claim.text,
+                                            claim.extra.get("fact")), schema,
                           options.max_tokens))
 
     total = len(calls)
@@ -238,11 +251,10 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                 claim.id, question, page, cited, "none", "", hits,
                 judge.key(*call), 0))
             continue
-        n = answer.obj["passage"]
-        used = [chosen[n - 1]] if 1 <= n <= len(chosen) else hits
+        label, n = read_answer(answer.obj, bias)
+        used = [chosen[n - 1]] if n is not None and 1 <= n <= len(chosen) else hits
         judgments.setdefault(claim.id, []).append(Judgment(
-            claim.id, question, page, cited, answer.obj["answer"],
-            answer.obj["evidence"], used, answer.key,
+            claim.id, question, page, cited, label, "", used, answer.key,
             answer.usage.get("prompt_tokens", 0)))
 
     verdicts = [_claim_verdict(c, judgments.get(c.id, []), pages, options) for c in claims]
@@ -266,21 +278,62 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
         "embedder": embedder.identity(),
         "retriever": index.identity(),
         "options": options.as_dict(),
-        "prompt_sha256": content_key([VERIFY_PROMPT, VERIFY_SCHEMA]),
+        "decision": {"method": method, "bias": bias},
+        "prompt_sha256": content_key([VERIFY_PROMPT, schema]),
     }
     return {"claims": [v.as_dict() for v in verdicts], "summary": summary}
 
 
-def _question_messages(prefix: str, claim: ClaimEvidence,
-                       question: str) -> list[dict[str, str]]:
+def page_prefix(passages: list[str], title: str | None = None, url: str | None = None) -> str:
+    """The shared part of every question about one page: its title and URL (when it has
+    them) and its numbered passages. ``amber judge-bench`` builds the same prefix."""
+    head = f"Page: {title or url}\nURL: {url}\n\n" if url else ""
+    listing = "\n\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
+    return f"{head}Passages:\n\n{listing}"
+
+
+def question_for(claim: str) -> str:
+    """The yes/no question of a claim that comes without one."""
+    return f"Is it true that {claim.strip().rstrip('.。')}?"
+
+
+def question_messages(prefix: str, question: str, claim: str,
+                      sentence: str | None = None) -> list[dict[str, str]]:
     """The prompt for one (page, claim, question): the page's shared prefix, then the
-    claim and the question."""
-    sentence = claim.extra.get("fact") or claim.text
+    report sentence (the claim itself when there is none), the claim and its question."""
     return [
         {"role": "system", "content": VERIFY_PROMPT},
-        {"role": "user", "content": f"{prefix}\n\nReport sentence: {sentence}\n"
-                                    f"Claim: {claim.text}\nQuestion: {question}"},
+        {"role": "user", "content": f"{prefix}\n\nReport sentence: {sentence or claim}\n"
+                                    f"Claim: {claim}\nQuestion: {question}"},
     ]
+
+
+def decision_for(judge: Judge, decision: str = "auto"
+                 ) -> tuple[str, dict[str, Any], dict[str, float] | None]:
+    """``(method, schema, bias)`` for a judge: log-probabilities when asked for, with that
+    judge's calibration offsets (``None``: uncalibrated, plain argmax); otherwise a
+    generated answer. ``auto`` scores labels only for a judge that can (in-process
+    llama.cpp) AND has measured calibration offsets (engine/calibration.py): uncalibrated,
+    a small judge's argmax is skewed (SmolLM2 nearly always prefers ``true``)."""
+    if decision not in DECISIONS:
+        raise ConfigError(f"unknown decision {decision!r}", hint=f"one of {DECISIONS}")
+    scores = getattr(judge.backend, "scores_labels", False)
+    if decision == "logprobs" and not scores:
+        raise ConfigError(f"the {judge.backend.name} judge cannot score labels by "
+                          "log-probability", hint="use decision generate")
+    bias = calibration_for(judge.backend.identity()["model"].get("sha256")) if scores \
+        else None
+    if decision == "generate" or (decision == "auto" and bias is None):
+        return "generate", VERIFY_SCHEMA, None
+    return "logprobs", VERIFY_LOGPROB_SCHEMA, bias
+
+
+def read_answer(obj: dict[str, Any], bias: dict[str, float] | None) -> tuple[str, int | None]:
+    """The label (calibrated when the answer carries log-probabilities) and the passage
+    number the judge named (``None`` when it names none)."""
+    if "logprobs" in obj:
+        return decide(obj["logprobs"], bias), None
+    return obj["answer"], obj.get("passage")
 
 
 def _claim_verdict(claim: ClaimEvidence, judged: list[Judgment], pages: dict[str, Page],

@@ -41,7 +41,7 @@ class PageReader:
             answer = "false"
         else:
             answer = "none"
-        return Completion(json.dumps({"answer": answer, "passage": 1, "evidence": "q"}),
+        return Completion(json.dumps({"answer": answer, "passage": 1}),
                           {"prompt_tokens": len(prompt) // 4, "completion_tokens": 9})
 
 
