@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from serve_helpers import free_port, options  # noqa: E402
 
-from ambereval.snapshots import capture_claims  # noqa: E402
+from ambereval.snapshots import RetryPolicy, capture_claims  # noqa: E402
 from ambereval.snapshots.claims_input import ClaimInput  # noqa: E402
 from ambereval.snapshots.serve_index import FrozenWeb  # noqa: E402
 
@@ -52,8 +52,8 @@ def build_bundle(out: Path, pages: int, searches: int) -> tuple[list[str], list[
         queries = [f"{WORDS[i % len(WORDS)]} number {i}" for i in range(searches)]
         claims = [ClaimInput(id=f"c{i}", text="x", urls=tuple(urls[i::searches]),
                              queries=(queries[i],)) for i in range(searches)]
-        capture_claims(out, claims, options(web.env(), reader="jina", top_k=0,
-                                            concurrency=8))
+        capture_claims(out, claims, options(web.env(), reader="jina", top_k=0, concurrency=8,
+                                            policy=RetryPolicy(attempts=2, timeout=120)))
     return urls, queries
 
 

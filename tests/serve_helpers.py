@@ -18,8 +18,9 @@ FAST = RetryPolicy(attempts=2, backoff=0.01, timeout=5.0)
 
 def options(env: dict[str, str], **kw: Any) -> CaptureOptions:
     # loopback pages are the test site: lift the capture's private-address rule
-    return CaptureOptions.from_env({**env, "AMBER_ALLOW_PRIVATE_ADDRESSES": "1"}, policy=FAST,
-                                   serper_rate=None, reader_rate=None, **kw)
+    policy = kw.pop("policy", FAST)
+    return CaptureOptions.from_env({**env, "AMBER_ALLOW_PRIVATE_ADDRESSES": "1"},
+                                   policy=policy, serper_rate=None, reader_rate=None, **kw)
 
 
 def claims_for(web: FakeWeb) -> list[ClaimInput]:
