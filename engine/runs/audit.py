@@ -38,7 +38,7 @@ import hashlib
 import json
 import re
 import sqlite3
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -120,10 +120,21 @@ class Audit:
     inputs: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"format": AUDIT_FORMAT, **asdict(self)}
+        return {"format": AUDIT_FORMAT, **_plain(self)}
 
     def report(self, key: str) -> AuditReport:
         return next(r for r in self.reports if r.key == key)
+
+
+def _plain(obj: Any) -> Any:
+    """Dataclasses to plain data, like ``asdict`` but without deep copies (large runs)."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: _plain(v) for k, v in obj.__dict__.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj
 
 
 # -- reading the run's files --------------------------------------------------------------

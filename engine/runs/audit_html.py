@@ -33,7 +33,7 @@ def embed_json(obj: Any) -> str:
     """JSON safe inside a ``<script>`` element: no ``<``, ``>`` or ``&`` left raw (they
     only occur inside strings, where the ``\\u`` escapes mean the same)."""
     text = json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    for raw, esc in _ESCAPES.items():
+    for raw, esc in _ESCAPES.items():  # str.replace is far faster than str.translate here
         text = text.replace(raw, esc)
     return text
 
