@@ -93,3 +93,16 @@ def test_kinds_must_match(runs: Runs) -> None:
     done = run_amber("diff", str(runs.verify), str(runs.run))
     assert done.returncode == 2 and "cannot compare" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_verify_outputs_compare_too(runs: Runs, tmp_path: Path) -> None:
+    copy = tmp_path / "verify"
+    shutil.copytree(runs.verify, copy)
+    assert diff_runs(runs.verify, copy)["identical"]
+    lines = (copy / "verdicts.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["verdict"] = "Incorrect" if first["verdict"] == "Correct" else "Correct"
+    (copy / "verdicts.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    diff = diff_runs(runs.verify, copy)
+    assert [v["item"] for v in diff["verdicts"]] == [first["id"]]
+    assert {s["column"] for s in diff["scores"]} >= {"verify.correct"}
