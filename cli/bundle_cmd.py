@@ -1,4 +1,4 @@
-"""``amber bundle``: verify, pack, unpack, stats, show."""
+"""``amber bundle``: verify, pack, unpack, stats, show, finish, keygen, sign."""
 
 from __future__ import annotations
 
@@ -17,20 +17,39 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 @app.command("verify")
-def verify_cmd(bundle: BundleArg, as_json: Json = False) -> None:
-    """Recompute every digest and check the index against the WARCs (exit 3 on mismatch).
+def verify_cmd(
+    bundle: BundleArg,
+    require_signature: Annotated[bool, typer.Option(
+        "--require-signature", help="Fail unless the bundle carries a valid signature.")]
+    = False,
+    trusted_key: Annotated[list[Path] | None, typer.Option(
+        "--trusted-key", help="A public key (KEY.pub) whose signature is accepted; "
+        "repeatable; implies --require-signature.")] = None,
+    as_json: Json = False,
+) -> None:
+    """Recompute every digest and check the index against the WARCs (exit 3 on mismatch);
+    check the signature when there is one.
 
-    Example: amber bundle verify bundle/
+    Example: amber bundle verify bundle/ --trusted-key auditor.key.pub
     """
-    from ambereval.snapshots import verify_bundle
+    from ambereval.snapshots import load_public_key, verify_bundle
 
     with handled():
-        report = verify_bundle(bundle)
+        trusted = [load_public_key(k) for k in trusted_key] if trusted_key else None
+        report = verify_bundle(bundle, require_signature=require_signature,
+                               trusted_keys=trusted)
     if as_json:
         print_json(report.as_dict())
     elif report.ok:
+        signed = ""
+        if report.signature:
+            signed = (f", signed by key sha256:{report.signature['key_sha256']} "
+                      f"({report.signature['created']})")
         stdout.print(f"ok: {report.files} files, {report.records} records, "
-                     f"{report.bytes} bytes verified")
+                     f"{report.bytes} bytes verified{signed}")
+    if not as_json:
+        for note in report.notes:
+            typer.echo(f"amber: warning: {note}", err=True)
     if not report.ok:
         if not as_json:
             typer.echo(f"amber: mismatch: {report.mismatch}", err=True)
@@ -119,6 +138,64 @@ def show_cmd(
     if cap.text is not None:
         stdout.print("")
         stdout.print(cap.text, markup=False)
+
+
+@app.command("finish")
+def finish_cmd(bundle: BundleArg) -> None:
+    """Rebuild pages.jsonl, the CDXJ index and the manifest: the repair after a failed
+    finish or an interrupted capture (nothing is fetched).
+
+    Example: amber bundle finish bundle/
+    """
+    from ambereval.snapshots import finish_bundle
+
+    with handled():
+        notes = finish_bundle(bundle)
+    for note in notes:
+        stdout.print(f"repaired: {note}")
+    stdout.print(f"finished {bundle}")
+
+
+@app.command("keygen")
+def keygen_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Private key file to create "
+                                      "(the public key goes to OUT.pub).")],
+    as_json: Json = False,
+) -> None:
+    """Create an ECDSA P-256 signing key (PEM, mode 0600) and its public key.
+
+    Example: amber bundle keygen --out amber.key
+    """
+    from ambereval.snapshots import generate_key
+
+    with handled():
+        private, public, fingerprint = generate_key(out)
+    if as_json:
+        print_json({"private_key": str(private), "public_key": str(public),
+                    "key_sha256": fingerprint})
+        return
+    stdout.print(f"wrote {private} (keep it secret) and {public}; key sha256:{fingerprint}")
+
+
+@app.command("sign")
+def sign_cmd(
+    bundle: BundleArg,
+    key: Annotated[Path, typer.Option("--key", help="Private key from `amber bundle keygen`.")],
+    as_json: Json = False,
+) -> None:
+    """Verify the bundle, then sign its datapackage digest (WACZ signing, anonymous
+    public-key mode); `bundle verify` and a packed WACZ keep the signature.
+
+    Example: amber bundle sign bundle/ --key amber.key
+    """
+    from ambereval.snapshots import sign_bundle
+
+    with handled():
+        info = sign_bundle(bundle, key)
+    if as_json:
+        print_json(info.as_dict())
+        return
+    stdout.print(f"signed {bundle} with key sha256:{info.key_sha256} ({info.hash})")
 
 
 from ambereval.cli.drift_cmd import drift_cmd  # noqa: E402  (the online one, own module)

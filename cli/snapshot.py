@@ -35,7 +35,11 @@ Json = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")
 JinaOpt = Annotated[list[str] | None, typer.Option(
     "--jina-option", help="Extra Jina header, e.g. X-Return-Format=markdown (repeatable).")]
 Retries = Annotated[int, typer.Option("--retries", min=1, max=20, help="Attempts per request.")]
-Timeout = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds per request.")]
+Timeout = Annotated[float, typer.Option(
+    "--timeout", min=0.1, help="Seconds for one fetch in total: connect, headers and body.")]
+AllowPrivate = Annotated[bool, typer.Option(
+    "--allow-private-addresses", help="Let the direct reader reach loopback, private and "
+    "link-local addresses (a local test site); also AMBER_ALLOW_PRIVATE_ADDRESSES=1.")]
 Backoff = Annotated[float, typer.Option("--backoff", min=0.0, help="Base backoff seconds.")]
 Rate = Annotated[float, typer.Option("--rate", min=0.0,
                                      help="Max requests/s per service (0 = unlimited).")]
@@ -52,7 +56,8 @@ def _jina_options(pairs: list[str] | None) -> dict[str, str]:
 
 
 def _options(reader: str, concurrency: int, jina: list[str] | None, retries: int,
-             timeout: float, backoff: float, rate: float, **search: object) -> CaptureOptions:
+             timeout: float, backoff: float, rate: float, allow_private: bool = False,
+             **search: object) -> CaptureOptions:
     if reader not in ("jina", "direct"):
         fail(f"unknown reader {reader!r}", hint="use --reader jina or --reader direct",
              exit_code=2)
@@ -60,6 +65,8 @@ def _options(reader: str, concurrency: int, jina: list[str] | None, retries: int
 
     policy = RetryPolicy(attempts=retries, timeout=timeout, backoff=backoff)
     limit = rate or None
+    if allow_private:  # else from_env reads AMBER_ALLOW_PRIVATE_ADDRESSES
+        search["allow_private_addresses"] = True
     return CaptureOptions.from_env(
         reader=reader, concurrency=concurrency, jina_options=_jina_options(jina),
         policy=policy, serper_rate=limit, reader_rate=limit, **search)  # type: ignore[arg-type]
@@ -97,6 +104,7 @@ def claims_cmd(
     timeout: Timeout = 30.0,
     backoff: Backoff = 0.5,
     rate: Rate = 5.0,
+    allow_private_addresses: AllowPrivate = False,
     as_json: Json = False,
 ) -> None:
     """Search each claim's queries, read the top-k pages and every cited URL.
@@ -105,7 +113,8 @@ def claims_cmd(
     """
     with handled():
         options = _options(reader, concurrency, jina_option, retries, timeout, backoff, rate,
-                           top_k=top_k, gl=gl, hl=hl, num=num, tbs=tbs, page=page)
+                           allow_private_addresses, top_k=top_k, gl=gl, hl=hl, num=num,
+                           tbs=tbs, page=page)
         from ambereval.snapshots import capture_claims, load_claims
 
         items = load_claims(claims)
@@ -132,6 +141,7 @@ def report_cmd(
     timeout: Timeout = 30.0,
     backoff: Backoff = 0.5,
     rate: Rate = 5.0,
+    allow_private_addresses: AllowPrivate = False,
     judge_model: JudgeModel = None,
     judge_ref: JudgeRef = None,
     judge_url: JudgeUrl = None,
@@ -153,7 +163,7 @@ def report_cmd(
 
     with handled():
         options = _options(reader, concurrency, None, retries, timeout, backoff, rate,
-                           top_k=top_k)
+                           allow_private_addresses, top_k=top_k)
         judge = open_judge(judge_model, judge_url, judge_name, ledger, ledger_mode,
                            n_ctx=judge_ctx, threads=threads, seed=seed,
                            concurrency=judge_concurrency, judge=judge_ref)
@@ -178,6 +188,7 @@ def urls_cmd(
     timeout: Timeout = 30.0,
     backoff: Backoff = 0.5,
     rate: Rate = 5.0,
+    allow_private_addresses: AllowPrivate = False,
     as_json: Json = False,
 ) -> None:
     """Read a plain list of URLs into a bundle.
@@ -185,7 +196,8 @@ def urls_cmd(
     Example: amber snapshot urls urls.txt --out bundle/ --reader direct
     """
     with handled():
-        options = _options(reader, concurrency, jina_option, retries, timeout, backoff, rate)
+        options = _options(reader, concurrency, jina_option, retries, timeout, backoff, rate,
+                           allow_private_addresses)
         from ambereval.snapshots import capture_urls, load_urls
 
         items = load_urls(urls)

@@ -51,7 +51,8 @@ def main() -> None:
             for conc in (1, 4, 16):
                 out = work / f"c{conc}"
                 opts = CaptureOptions(reader="direct", concurrency=conc, serper_rate=None,
-                                      reader_rate=None, policy=RetryPolicy(timeout=30))
+                                      reader_rate=None, policy=RetryPolicy(timeout=30),
+                                      allow_private_addresses=True)
                 start = time.perf_counter()
                 summary = capture_urls(out, urls, opts)
                 elapsed = time.perf_counter() - start

@@ -59,7 +59,8 @@ def main() -> None:
         report.write_text(template.replace("{ORIGIN}", web.origin_url), encoding="utf-8")
         report_bundle = work / "report-bundle"
         amber("snapshot", "report", str(report), "--out", str(report_bundle), "--extractor",
-              "sentences", "--top-k", "2", "--reader", "direct", env=env)
+              "sentences", "--top-k", "2", "--reader", "direct",
+              "--allow-private-addresses", env=env)  # the fake site is on 127.0.0.1
     offline = {k: v for k, v in os.environ.items() if not k.startswith(("SERPER_", "JINA_"))}
     amber("bundle", "verify", str(bundle), env=offline)
     amber("bundle", "stats", str(bundle), env=offline)

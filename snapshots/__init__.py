@@ -2,7 +2,8 @@
 
 Public nouns: :class:`Bundle`, :func:`capture_claims`, :func:`capture_urls`,
 :class:`CaptureOptions`, :func:`verify_bundle`, :func:`pack_bundle`,
-:func:`unpack_bundle`, :func:`bundle_stats`, :func:`load_claims`, :func:`load_urls`.
+:func:`unpack_bundle`, :func:`bundle_stats`, :func:`load_claims`, :func:`load_urls`,
+:func:`finish_bundle`, :func:`generate_key`, :func:`sign_bundle`, :func:`load_public_key`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ambereval.errors import (
 )
 
 if TYPE_CHECKING:
-    from ambereval.snapshots.bundle import Bundle, StoredCapture
+    from ambereval.snapshots.bundle import Bundle, StoredCapture, finish_bundle
     from ambereval.snapshots.capture import (
         CaptureOptions,
         CaptureSummary,
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
         capture_urls,
     )
     from ambereval.snapshots.claims_input import ClaimInput, load_claims, load_urls
+    from ambereval.snapshots.signing import (
+        SignatureInfo,
+        generate_key,
+        load_public_key,
+        sign_bundle,
+    )
     from ambereval.snapshots.stats import bundle_stats
     from ambereval.snapshots.transport import RetryPolicy
     from ambereval.snapshots.verify import VerifyReport, verify_bundle
@@ -42,6 +49,8 @@ _LAZY = {
     "ClaimInput": "claims_input", "load_claims": "claims_input", "load_urls": "claims_input",
     "bundle_stats": "stats", "RetryPolicy": "transport", "VerifyReport": "verify",
     "verify_bundle": "verify", "pack_bundle": "wacz", "unpack_bundle": "wacz",
+    "finish_bundle": "bundle", "SignatureInfo": "signing", "generate_key": "signing",
+    "load_public_key": "signing", "sign_bundle": "signing",
 }
 
 
@@ -58,5 +67,6 @@ __all__ = [
     "ConfigError", "InputError", "RetryPolicy", "ServiceError", "StoredCapture",
     "UnsafeArchiveError", "VerificationError", "VerifyReport", "bundle_stats",
     "capture_claims", "capture_urls", "load_claims", "load_urls", "pack_bundle",
-    "unpack_bundle", "verify_bundle",
+    "unpack_bundle", "verify_bundle", "SignatureInfo", "finish_bundle", "generate_key",
+    "load_public_key", "sign_bundle",
 ]

@@ -8,6 +8,7 @@ Layout (WACZ-compatible directory)::
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -23,6 +24,27 @@ from ambereval.snapshots.warc import Clock, IdFactory, WarcFile, new_record_id, 
 
 INDEX_PATH = Path("evidence") / "amber.sqlite"
 MAX_WARC_BYTES = 1 << 30
+UNFINISHED = ".amber-unfinished"  # hidden: not in the manifest, never packed
+
+
+def unfinished_state(root: str | Path) -> dict[str, Any] | None:
+    """What the marker of an unfinished bundle says (a writer is running or was
+    interrupted, or its last finish failed at ``step``), or None for a finished bundle."""
+    path = Path(root) / UNFINISHED
+    if not path.is_file():
+        return None
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = None
+    return state if isinstance(state, dict) else {"step": None}
+
+
+def describe_unfinished(state: dict[str, Any]) -> str:
+    step = state.get("step")
+    if step:
+        return f"its last finish failed at step '{step}' ({state.get('error', '')})"
+    return "a capture is writing it or was interrupted before finishing"
 
 
 @dataclass
@@ -103,6 +125,8 @@ class Bundle:
             index.set_meta("created", manifest_date(bundle.clock()))
             index.set_meta("software", manifest.software())
         bundle.repaired = bundle.repair()
+        if unfinished_state(root) is None:  # keep a failed step's note until it is repaired
+            bundle._mark_unfinished(None, None)
         return bundle
 
     def close(self) -> None:
@@ -178,11 +202,52 @@ class Bundle:
                 )
         return notes
 
+    def _mark_unfinished(self, step: str | None, error: str | None) -> None:
+        state = {"step": step, "error": error, "since": manifest_date(self.clock())}
+        manifest.write_group([(self.root / UNFINISHED, dumps(state))])
+
     def finalize(self) -> None:
-        """Rebuild pages.jsonl, the CDXJ index and datapackage.json from the bytes."""
+        """Rebuild pages.jsonl, the CDXJ index and datapackage.json (+ its digest) from the
+        bytes, in that order.
+
+        Each step builds its file in full and swaps it in atomically, so a failing step
+        leaves that file as it was; the datapackage step runs even after an earlier step
+        failed, so the manifest always describes the bytes on disk. A failure is raised
+        afterwards as one line naming the step; the hidden marker ``.amber-unfinished``
+        keeps the step until a later finish succeeds (any rerun of the capture, or
+        ``amber bundle finish``), which repairs it.
+        """
         if self._warc is not None:
             self._warc.close()
             self._warc = None
+        failed: list[tuple[str, BaseException]] = []
+        for step, run in (("pages", self._finish_pages), ("cdx index", self._finish_cdx)):
+            try:
+                run()
+            except Exception as exc:  # noqa: BLE001 - any failure: keep the old file
+                failed.append((step, exc))
+        try:
+            if failed:
+                step, exc = failed[0]
+                self._mark_unfinished(step, _one_line(exc))
+            created = self.index.meta("created") or manifest_date(self.clock())
+            manifest.write_datapackage(
+                self.root, f"Amber evidence bundle {self.root.name}", created,
+                manifest_date(self.clock()))
+        except Exception as exc:  # noqa: BLE001
+            failed.append(("datapackage", exc))
+            step, first = failed[0]
+            with contextlib.suppress(OSError):
+                self._mark_unfinished(step, _one_line(first))
+        if failed:
+            step, exc = failed[0]
+            raise BundleError(
+                f"{self.root}: finishing the bundle failed at step '{step}': {_one_line(exc)}",
+                hint="the captured records are kept; run the same command again (or "
+                     "`amber bundle finish`) to repair it")
+        (self.root / UNFINISHED).unlink(missing_ok=True)
+
+    def _finish_pages(self) -> None:
         pages = [
             {
                 "id": row["id"],
@@ -197,12 +262,9 @@ class Bundle:
             )
         ]
         manifest.write_pages(self.root, pages)
+
+    def _finish_cdx(self) -> None:
         manifest.write_cdx(self.root, self.warc_paths())
-        created = self.index.meta("created") or manifest_date(self.clock())
-        manifest.write_datapackage(
-            self.root, f"Amber evidence bundle {self.root.name}", created,
-            manifest_date(self.clock()),
-        )
 
     def store_report(self, name: str, text: str, task: Any = None,
                      meta: Any = None) -> str:
@@ -302,6 +364,21 @@ class Bundle:
             "SELECT * FROM links WHERE claim_id = ? ORDER BY source, query_id, rank, url",
             [claim_id],
         )
+
+
+def finish_bundle(root: str | Path) -> list[str]:
+    """Rebuild a bundle's derived files and manifest (the repair after a failed finish or
+    an interrupted capture); returns the notes of the torn-tail repair, if any."""
+    root = Path(root)
+    Bundle.open(root).close()  # it must already be a bundle: never create one here
+    with Bundle.create(root) as bundle:
+        bundle.finalize()
+        return list(bundle.repaired)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300]
 
 
 def manifest_date(moment: Any) -> str:

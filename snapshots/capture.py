@@ -19,6 +19,11 @@ from typing import Any, Protocol
 
 from ambereval.errors import ConfigError
 from ambereval.snapshots import manifest
+from ambereval.snapshots.address_policy import (
+    AddressPolicy,
+    allow_private_from_env,
+    scheme_problem,
+)
 from ambereval.snapshots.bundle import Bundle, dumps
 from ambereval.snapshots.claims_input import ClaimInput
 from ambereval.snapshots.direct import DirectReader
@@ -66,11 +71,17 @@ class CaptureOptions:
     serper_rate: float | None = 5.0
     reader_rate: float | None = 10.0
     seed: int = 0
+    allow_private_addresses: bool = False
+    """Let the direct reader reach loopback, private and link-local addresses (local
+    test sites); service base URLs are never checked."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **kw: Any) -> CaptureOptions:
-        """Base URLs and keys from SERPER_*/JINA_* variables, the rest from ``kw``."""
+        """Base URLs and keys from SERPER_*/JINA_* variables, AMBER_ALLOW_PRIVATE_ADDRESSES,
+        the rest from ``kw``."""
         env = os.environ if env is None else env
+        if "allow_private_addresses" not in kw:
+            kw["allow_private_addresses"] = allow_private_from_env(env)
         return cls(
             serper_url=env.get("SERPER_BASE_URL") or DEFAULT_SERPER_URL,
             serper_key=env.get("SERPER_API_KEY") or None,
@@ -137,8 +148,10 @@ class Capturer:
             "amber-retry": json.dumps(policy.__dict__, sort_keys=True),
         }
 
-    def _transport(self, name: str, rate: float | None) -> Transport:
-        t = Transport(name, self.options.policy, rate=rate, seed=self.options.seed)
+    def _transport(self, name: str, rate: float | None,
+                   address_policy: AddressPolicy | None = None) -> Transport:
+        t = Transport(name, self.options.policy, rate=rate, seed=self.options.seed,
+                      address_policy=address_policy)
         self._transports.append(t)
         return t
 
@@ -148,7 +161,8 @@ class Capturer:
             t = self._transport("jina", o.reader_rate)
             return JinaReader(o.jina_url, o.jina_key, t, dict(o.jina_options))
         if o.reader == "direct":
-            return DirectReader(self._transport("direct", o.reader_rate))
+            policy = AddressPolicy(allow_private=o.allow_private_addresses)
+            return DirectReader(self._transport("direct", o.reader_rate, policy))
         raise ConfigError(f"unknown reader {o.reader!r}", hint="use --reader jina or direct")
 
     def serper(self) -> SerperClient:
@@ -215,6 +229,7 @@ class Capturer:
         refs: list[RecordRef] = []
         request = response = None
         revisit_of = None
+        exchanges = [ex for ex in exchanges if not ex.blocked]
         for i, ex in enumerate(exchanges):
             last = i == len(exchanges) - 1
             if ex.status is None:
@@ -249,11 +264,13 @@ class Capturer:
         results: list[dict[str, Any]] | None = None,
     ) -> str:
         cid = capture_id(key)
+        exchanges = [ex for ex in exchanges if not ex.blocked]
         refs, request, response, revisit_of = self._write_exchanges(exchanges, dedup=ok)
-        final = exchanges[-1]
+        final = exchanges[-1] if exchanges else None
         failure_ref = None
         if not ok:
-            failure_ref = self._failure_record(url, error or "failed", status, final.attempts)
+            failure_ref = self._failure_record(url, error or "failed", status,
+                                               final.attempts if final else 0)
             refs.append(failure_ref)
         text_ref = None
         text_row = None
@@ -264,7 +281,7 @@ class Capturer:
                     "SELECT * FROM texts WHERE capture_id = ?", [revisit_of])
                 if text_row is not None:
                     text_row = dict(text_row, capture_id=cid)
-            if text_row is None:
+            if text_row is None and final is not None:
                 date = warc_date(final.started)
                 text_ref = self.bundle.warc(self._info).write_conversion(
                     url, body, response.record_id, date)
@@ -282,13 +299,14 @@ class Capturer:
             "final_url": final_url, "reader": "serper" if kind == "search" else self.reader.name,
             "state": "ok" if ok else "failed", "permanent": int(permanent), "status": status,
             "error": error, "attempts": sum(e.attempts for e in exchanges),
-            "content_type": final.header("content-type") if final.status else None,
-            "payload_sha256": sha256(final.body) if final.status else None,
-            "payload_bytes": len(final.body) if final.status else None,
+            "content_type": final.header("content-type") if final and final.status else None,
+            "payload_sha256": sha256(final.body) if final and final.status else None,
+            "payload_bytes": len(final.body) if final and final.status else None,
             "request_record": request.record_id if request else None,
             "response_record": response.record_id if response else None,
             "revisit_of": revisit_of,
-            "captured_at": final.started.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "captured_at": (final.started if final else self.bundle.clock()).strftime(
+                "%Y-%m-%dT%H:%M:%S.%fZ"),
         }
         index = self.bundle.index
         with index.transaction():
@@ -363,9 +381,16 @@ class Capturer:
             if self._done(key):
                 self.summary.skipped += 1
                 continue
-            jobs[key] = (lambda u=url: self.reader.read(u))
+            jobs[key] = (lambda u=url: self._read(u))
         self.summary.pages = len(jobs)
         self._run("read", sorted(jobs.items()), self._write_page)
+
+    def _read(self, url: str) -> PageFetch:
+        """Read one page; a URL that is not http(s) fails here, before any request."""
+        problem = scheme_problem(url)
+        if problem is not None:
+            return PageFetch(url=url, error=problem, permanent=True)
+        return self.reader.read(url)
 
     def results_for(self, params: SearchParams) -> list[dict[str, Any]]:
         row = self.bundle.index.capture_by_key(self.search_key(params))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urljoin
 
+from ambereval.snapshots.address_policy import scheme_problem
 from ambereval.snapshots.extract import extract_text
 from ambereval.snapshots.page import PageFetch
 from ambereval.snapshots.transport import Transport
@@ -31,7 +32,8 @@ class DirectReader:
             exchange = self.transport.send(
                 "GET", current, headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
             )
-            result.exchanges.append(exchange)
+            if not exchange.blocked:  # a refused request was never sent: nothing to archive
+                result.exchanges.append(exchange)
             result.status = exchange.status
             result.final_url = current
             if exchange.status is None or exchange.error is not None:
@@ -40,7 +42,15 @@ class DirectReader:
                 return result
             location = exchange.header("location")
             if exchange.status in REDIRECT_STATUS and location:
-                current = urljoin(current, location)
+                try:
+                    current = urljoin(current, location)
+                except ValueError:
+                    current = location
+                problem = scheme_problem(current)
+                if problem is not None:  # refused before any request to it is built
+                    result.error = f"redirect to {location[:200]!r} refused: {problem}"
+                    result.permanent = True
+                    return result
                 continue
             if not exchange.ok:
                 result.error = f"HTTP {exchange.status}"

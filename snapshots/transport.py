@@ -7,6 +7,7 @@ body bytes as they came off the wire (content-encoding kept, chunking removed).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import socket
@@ -18,7 +19,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import urlsplit, urlunsplit
 
+import httpcore
 import httpx
+
+from ambereval.snapshots.address_policy import (
+    AddressPolicy,
+    BlockedAddress,
+    GuardedBackend,
+    fetch_deadline,
+    remaining,
+    scheme_problem,
+)
 
 REDACTED = "[redacted]"
 SECRET_HEADERS = frozenset(
@@ -115,6 +126,7 @@ class Exchange:
     permanent: bool = False
     attempts: int = 0
     truncated: bool = False  # body cut at max_body_bytes: archived with WARC-Truncated
+    blocked: bool = False  # refused before sending (scheme or address policy): not archived
 
     @property
     def ok(self) -> bool:
@@ -162,6 +174,40 @@ def _is_dns_failure(exc: BaseException) -> bool:
     return False
 
 
+def _blocked_reason(exc: BaseException) -> str | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, BlockedAddress):
+            return seen.reason
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+class _HopByHopClient(httpx.Client):
+    """Redirects are never followed here (the reader archives and checks every hop), so
+    a malformed ``Location`` must not fail the fetch that brought it: httpx parses it
+    for ``next_request`` even when not following."""
+
+    def _build_redirect_request(self, request: httpx.Request,
+                                response: httpx.Response) -> httpx.Request:
+        try:
+            return super()._build_redirect_request(request, response)
+        except httpx.InvalidURL:
+            return None  # type: ignore[return-value]
+
+
+def http_client(timeout: float, address_policy: AddressPolicy | None = None) -> httpx.Client:
+    """An httpx client whose sockets honour the fetch deadline and ``address_policy``
+    (None: any address, for the user's own service base URLs)."""
+    transport = httpx.HTTPTransport()
+    transport._pool = httpcore.ConnectionPool(  # the only way to give httpx a backend
+        ssl_context=httpx.create_ssl_context(), max_connections=64,
+        max_keepalive_connections=16, keepalive_expiry=5.0,
+        network_backend=GuardedBackend(address_policy))
+    return _HopByHopClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
+                           trust_env=False, transport=transport)
+
+
 def _raw(headers: httpx.Headers) -> list[tuple[str, str]]:
     """Headers as they went over the wire: original case and order."""
     return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw]
@@ -186,18 +232,15 @@ class Transport:
         rate: float | None = None,
         seed: int = 0,
         client: httpx.Client | None = None,
+        address_policy: AddressPolicy | None = None,
     ) -> None:
         self.name = name
         self.policy = policy or RetryPolicy()
         self.limiter = RateLimiter(rate)
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
-        self._client = client or httpx.Client(
-            timeout=httpx.Timeout(self.policy.timeout),
-            follow_redirects=False,
-            trust_env=False,
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
-        )
+        self.address_policy = address_policy
+        self._client = client or http_client(self.policy.timeout, address_policy)
 
     def close(self) -> None:
         self._client.close()
@@ -214,6 +257,14 @@ class Transport:
         sent = {"User-Agent": DEFAULT_USER_AGENT, "Accept-Encoding": "gzip, deflate"}
         sent.update(headers or {})
         exchange = Exchange(method, url, [], body, datetime.now(UTC))
+        problem = scheme_problem(url)
+        if problem is None and self.address_policy is not None:
+            problem = self.address_policy.url_problem(url)
+        if problem is not None:
+            with contextlib.suppress(ValueError):
+                exchange.url = archived_url(url)
+            exchange.error, exchange.permanent, exchange.blocked = problem, True, True
+            return exchange
         for attempt in range(self.policy.attempts):
             self.limiter.acquire()
             exchange = self._once(method, url, sent, body)
@@ -237,11 +288,17 @@ class Transport:
         return exchange.status in RETRYABLE_STATUS
 
     def _once(self, method: str, url: str, headers: dict[str, str], body: bytes) -> Exchange:
+        with fetch_deadline(self.policy.timeout):
+            return self._once_within_deadline(method, url, headers, body)
+
+    def _once_within_deadline(self, method: str, url: str, headers: dict[str, str],
+                              body: bytes) -> Exchange:
+        """One attempt; connect, TLS, headers and body share one --timeout in total."""
         started = datetime.now(UTC)
-        request = self._client.build_request(method, url, headers=headers, content=body or None)
+        request = self._client.build_request(method, url, headers=headers, content=body or None,
+                                             timeout=httpx.Timeout(remaining(None)))
         sent_headers = redact_headers(_raw(request.headers))
         exchange = Exchange(method, archived_url(str(request.url)), sent_headers, body, started)
-        deadline = time.monotonic() + self.policy.timeout * 4
         try:
             response = self._client.send(request, stream=True)
             try:
@@ -255,14 +312,20 @@ class Transport:
                         exchange.permanent = True
                         exchange.truncated = True
                         break
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout("body did not finish in time")
+                    left = remaining(None)
+                    if left is not None and left <= 0:
+                        raise httpx.ReadTimeout("the fetch did not finish within --timeout")
             finally:
                 response.close()
         except httpx.TimeoutException as exc:
-            exchange.error = f"timeout: {exc or type(exc).__name__}"
+            exchange.error = (f"timeout: the fetch did not finish within --timeout "
+                              f"{self.policy.timeout:g} s ({exc or type(exc).__name__})")
             return exchange
         except (httpx.TransportError, OSError) as exc:
+            reason = _blocked_reason(exc)
+            if reason is not None:
+                exchange.error, exchange.permanent, exchange.blocked = reason, True, True
+                return exchange
             exchange.error = f"{type(exc).__name__}: {exc}"
             exchange.permanent = _is_dns_failure(exc)
             return exchange

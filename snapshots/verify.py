@@ -1,6 +1,9 @@
 """``amber bundle verify``: recompute every digest and check index <-> WARC consistency.
 
 Checks, stopping at the first mismatch (reported with file, offset and record id):
+0. ``datapackage-digest.json``: present, and its hash is the sha256 of
+   ``datapackage.json`` (so no byte of the manifest, descriptive fields included, can
+   change unnoticed); its signature, when present (or required), verifies;
 1. ``datapackage.json``: every listed file exists with the listed size and sha256, and
    every file in the bundle is listed;
 2. every WARC file, record by record: each gzip member is whole, each record's
@@ -21,8 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from ambereval.snapshots import manifest
-from ambereval.snapshots.bundle import INDEX_PATH, Bundle
+from ambereval.snapshots.bundle import INDEX_PATH, Bundle, describe_unfinished, unfinished_state
+from ambereval.snapshots.signing import SignatureProblem, check_signed_data
 
 CHUNK = 1 << 16
 
@@ -51,6 +57,7 @@ class VerifyReport:
     bytes: int = 0
     mismatch: Mismatch | None = None
     notes: list[str] = field(default_factory=list)
+    signature: dict[str, str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,6 +69,7 @@ class VerifyReport:
             "bytes": self.bytes, "mismatch": None if self.mismatch is None else {
                 "file": self.mismatch.file, "offset": self.mismatch.offset,
                 "record_id": self.mismatch.record_id, "problem": self.mismatch.problem},
+            "signature": self.signature, "notes": list(self.notes),
         }
 
 
@@ -136,6 +144,40 @@ def _check_record(name: str, offset: int, data: bytes) -> tuple[str, str]:
     if kind != "revisit" and _digest(headers.get("warc-payload-digest"), payload) is False:
         raise _Stop(Mismatch(name, offset, rid, "WARC-Payload-Digest does not match the payload"))
     return rid or "", kind
+
+
+def _check_digest(root: Path, report: VerifyReport, require_signature: bool,
+                  trusted: list[ec.EllipticCurvePublicKey] | None) -> None:
+    name = manifest.DIGEST
+    path = root / name
+    if not path.is_file():
+        raise _Stop(Mismatch(name, None, None, "missing (the manifest is not protected)"))
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise _Stop(Mismatch(name, None, None, f"unreadable: {type(exc).__name__}")) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("hash"), str) \
+            or set(doc) - {"path", "hash", "signedData"} or "path" not in doc:
+        raise _Stop(Mismatch(name, None, None, "not a WACZ digest (path, hash, signedData)"))
+    expected, target = doc["hash"], doc["path"]
+    if target != manifest.MANIFEST:
+        raise _Stop(Mismatch(name, None, None, f"names {target!r}, not {manifest.MANIFEST}"))
+    mpath = root / manifest.MANIFEST
+    if not mpath.is_file():
+        raise _Stop(Mismatch(manifest.MANIFEST, None, None, "missing"))
+    data = mpath.read_bytes()
+    if manifest.manifest_hash(data) != expected:
+        raise _Stop(Mismatch(manifest.MANIFEST, None, None,
+                             "sha256 differs from datapackage-digest.json"))
+    signed = doc.get("signedData")
+    if signed is None:
+        if require_signature or trusted is not None:
+            raise _Stop(Mismatch(name, None, None, "not signed (a signature is required)"))
+        return
+    try:
+        report.signature = check_signed_data(signed, data, trusted).as_dict()
+    except SignatureProblem as exc:
+        raise _Stop(Mismatch(name, None, None, f"signature: {exc}")) from None
 
 
 def _check_manifest(root: Path, report: VerifyReport) -> None:
@@ -231,17 +273,35 @@ def _check_index(bundle: Bundle) -> None:
             raise _Stop(Mismatch(db, None, bad["record_id"], f"capture {bad['id']}: {message}"))
 
 
-def verify_bundle(root: str | Path) -> VerifyReport:
-    """Check a bundle end to end; ``report.mismatch`` names the first problem."""
+def verify_bundle(root: str | Path, require_signature: bool = False,
+                  trusted_keys: list[ec.EllipticCurvePublicKey] | None = None) -> VerifyReport:
+    """Check a bundle end to end; ``report.mismatch`` names the first problem.
+
+    A signature is checked when present; ``require_signature`` makes it mandatory, and
+    ``trusted_keys`` (implies required) also demands that one of these keys made it.
+    """
     report = VerifyReport(str(root))
     path = Path(root)
     if not path.is_dir():
         Bundle.open(root)  # raises the usual "no such bundle" error
+    unfinished = unfinished_state(path)
     try:
-        _check_manifest(path, report)  # first: it needs no index, so it names damage to it
+        # first: they need no index, so they name damage to it
+        _check_digest(path, report, require_signature, trusted_keys)
+        _check_manifest(path, report)
     except _Stop as stop:
         report.mismatch = stop.mismatch
+        if unfinished is not None:
+            report.mismatch = Mismatch(
+                stop.mismatch.file, stop.mismatch.offset, stop.mismatch.record_id,
+                f"{stop.mismatch.problem} (the bundle is unfinished: "
+                f"{describe_unfinished(unfinished)}; rerun the capture or "
+                "`amber bundle finish` to repair)")
         return report
+    if unfinished is not None and unfinished.get("step"):
+        report.notes.append(f"the bytes match the manifest, but {describe_unfinished(unfinished)}"
+                            ": pages.jsonl or the CDXJ index may miss the newest captures; "
+                            "`amber bundle finish` repairs it")
     bundle = Bundle.open(root)
     try:
         _check_warcs(bundle, report)

@@ -39,6 +39,7 @@ def web() -> Iterator[FakeWeb]:
 
 def fast_options(web: FakeWeb, **kw: object) -> CaptureOptions:
     policy = kw.pop("policy", None) or RetryPolicy(attempts=3, backoff=0.01, timeout=1.0)
+    kw.setdefault("allow_private_addresses", True)  # the fakes live on 127.0.0.1
     return CaptureOptions.from_env(web.env(), policy=policy, serper_rate=None,
                                    reader_rate=None, **kw)  # type: ignore[arg-type]
 
@@ -65,6 +66,7 @@ def run_amber(*args: str, env: dict[str, str] | None = None,
     """The real CLI in a subprocess: exit code, stdout and stderr as a user sees them."""
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("SERPER_", "JINA_"))}
+    full_env["AMBER_ALLOW_PRIVATE_ADDRESSES"] = "1"  # the fakes live on 127.0.0.1
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "ambereval.cli", *args],

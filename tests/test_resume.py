@@ -40,7 +40,8 @@ def test_kill_9_mid_capture_then_resume(tmp_path: Path) -> None:
         out = tmp_path / "bundle"
         db = out / "evidence" / "amber.sqlite"
         cmd = [sys.executable, "-m", "ambereval.cli", "snapshot", "urls", str(urls),
-               "--out", str(out), "--reader", "direct", "-j", "2", "--rate", "0"]
+               "--out", str(out), "--reader", "direct", "-j", "2", "--rate", "0",
+               "--allow-private-addresses"]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
         while _captured(db) < 6 and time.monotonic() < deadline and proc.poll() is None:
