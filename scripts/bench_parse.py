@@ -151,7 +151,7 @@ def bench_bundle(sizes: list[int]) -> None:
         pages = [web.url(p) for p in ("/pages/eiffel.html", "/pages/louvre.html",
                                       "/pages/rhine.html", "/pages/tea.html")]
         options = CaptureOptions.from_env(web.env(), reader="direct", serper_rate=None,
-                                          reader_rate=None,
+                                          reader_rate=None, allow_private_addresses=True,
                                           policy=RetryPolicy(attempts=1, timeout=5.0))
         for n in sizes:
             out = Path(tmp) / f"b{n}"
