@@ -56,7 +56,8 @@ def test_audit_page_in_chromium(browser: Any, runs: Runs, tmp_path: Path) -> Non
     page, errors, requests = open_page(browser, path)
     assert requests == [path.as_uri()]  # the page itself, nothing else
     assert page.locator("#scores svg").count() >= 3  # one chart per protocol
-    assert page.locator("#scores td", has_text="sysA").count() == 1
+    assert page.locator("#scores th", has_text="sysA (1)").count() == 1
+    assert page.locator("#scores td", has_text="deepeval.coverage").count() == 1
     # the only report opens by itself; its claims are highlighted by verdict
     assert page.locator(".hl").count() >= 3
     fa = page.locator("li[data-item='fa.1']")
