@@ -9,6 +9,10 @@ so the ratio also shows where the CPU saturates.
 
     .venv/bin/python scripts/bench_serving.py                 # N = 1, 4, 16, 64
     .venv/bin/python scripts/bench_serving.py --n 1 4 16 64 128 --json
+    .venv/bin/python scripts/bench_serving.py --evaluate 8   # whole `evaluate` runs too
+
+``--evaluate K`` also times ``evaluate_bundles`` (DR3 + DeepEval) over K reports built
+from the DR3 test fixture, at N = 1 and at the largest N, against the same server.
 """
 
 from __future__ import annotations
@@ -52,6 +56,26 @@ def calls_per_second(url: str, n: int, calls: int, ledger_dir: Path) -> dict[str
             "throttled": stats["throttled"], "peak_in_flight": stats["peak_in_flight"]}
 
 
+def evaluate_seconds(url: str, reports: int, widths: list[int], tmp: Path) -> list[dict]:
+    from test_concurrency import dr3_bundles
+
+    from ambereval.engine.runs.evaluate import evaluate_bundles
+    from ambereval.models import Embedder, open_judge
+
+    bundles, tasks = dr3_bundles(tmp / "inputs", reports)
+    embedder = Embedder()
+    rows = []
+    for n in widths:
+        out = tmp / f"run-{n}"
+        judge = open_judge(None, url, "fake", out / "ledger.sqlite", "record", concurrency=n)
+        start = time.perf_counter()
+        result = evaluate_bundles(bundles, tasks, ["dr3", "deepeval"], [("fake", judge)], out,
+                                  embedder)
+        rows.append({"n": n, "reports": reports, "seconds": round(time.perf_counter() - start, 2),
+                     "judge_calls": result["stats"]["totals"]["calls"]})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[1, 4, 16, 64])
@@ -59,20 +83,24 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=6,
                         help="calls per run = rounds x N (at least 10)")
+    parser.add_argument("--evaluate", type=int, default=0, metavar="K",
+                        help="also time whole evaluate runs over K reports")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows = []
+    rows, runs = [], []
     with FakeJudgeServer(latency=args.latency, capacity=args.capacity) as server, \
             tempfile.TemporaryDirectory() as tmp:
         for n in args.n:
             rows.append(calls_per_second(server.url, n, max(10, args.rounds * n), Path(tmp)))
+        if args.evaluate:
+            runs = evaluate_seconds(server.url, args.evaluate, [1, max(args.n)], Path(tmp))
     base = next((r["calls_per_s"] for r in rows if r["n"] == 1), None)
     for r in rows:
         r["ideal"] = round(r["n"] * base, 2) if base else None
         r["of_ideal"] = round(r["calls_per_s"] / r["ideal"], 3) if base else None
     if args.json:
         print(json.dumps({"latency_s": args.latency, "capacity": args.capacity,
-                          "cpus": os.cpu_count(), "rows": rows}, indent=2))
+                          "cpus": os.cpu_count(), "rows": rows, "evaluate": runs}, indent=2))
         return
     print(f"fake server: {args.latency * 1000:.0f} ms per request, capacity {args.capacity}; "
           f"{os.cpu_count()} CPUs shared by client and server")
@@ -81,7 +109,11 @@ def main() -> None:
     for r in rows:
         print(f"{r['n']:>4} {r['calls']:>6} {r['seconds']:>8.2f} {r['calls_per_s']:>8.2f} "
               f"{r['ideal']:>8.2f} {r['of_ideal']:>9.1%} {r['throttled']:>9}")
+    for r in runs:
+        print(f"evaluate, {r['reports']} reports (dr3 + deepeval), N={r['n']:>3}: "
+              f"{r['seconds']:7.2f} s, {r['judge_calls']} judge calls")
 
 
 if __name__ == "__main__":
     main()
+
