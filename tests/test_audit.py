@@ -178,3 +178,15 @@ def test_embed_json_round_trips_hostile_text() -> None:
 def test_html_of_verify_output(runs: Runs, tmp_path: Path) -> None:
     html = render_audit_html(load_audit(runs.verify))
     assert "verify.correct" in html and "<script>window.__pwned" not in html
+
+
+def test_a_bundle_changed_since_the_run_is_flagged(runs: Runs, tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(runs.run, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["bundles"] = {k: "0" * 64 for k in manifest["bundles"]}
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    audit = load_audit(copy)
+    assert any("changed since the run" in w for w in audit.warnings)
+    done = run_amber("audit", str(copy))
+    assert done.returncode == 0 and "changed since the run" in done.stderr
