@@ -109,3 +109,18 @@ def test_cli_drift_json_table_and_errors(tmp_path: Path) -> None:
         assert "Traceback" not in bad.stderr
         bad = run_amber("bundle", "drift", str(tmp_path / "nope"), env=web.env())
         assert bad.returncode == 1 and "no such bundle" in bad.stderr
+
+
+def test_imported_corpus_pages_are_not_refetched(tmp_path: Path) -> None:
+    from ambereval.engine.importers import import_dr3
+
+    fixtures = Path(__file__).parent / "fixtures" / "dr3"
+    import_dr3(fixtures, tmp_path / "dr3", reports=fixtures / "reports" / "32k" / "model-a")
+    bundle = tmp_path / "dr3" / "bundles" / "001"
+    with FakeWeb() as web:  # nothing may be asked of it
+        result = drift_bundle(bundle, fast_options(web), out=tmp_path / "new")
+        assert web.seen == []
+    assert result["captures"] and {e["state"] for e in result["captures"]} == \
+        {"not-refetchable"}
+    with Bundle.open(tmp_path / "new") as b, Bundle.open(bundle) as old:
+        assert b.report_text() == old.report_text()
