@@ -65,6 +65,29 @@ def answer_service(web: FrozenWeb, service: str, method: str, target: str,
         return failure(service, f"could not read the captured record ({exc})")
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def answer_proxied(web: FrozenWeb, method: str, url: str, headers: list[tuple[str, str]],
+                   body: bytes) -> Answer:
+    """Answer a request the proxy intercepted, by its absolute URL: the service hosts
+    (Serper, Jina and every base URL the captures used) as services, any other URL from
+    the pages captured directly."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = parts.port or _DEFAULT_PORTS.get(parts.scheme, 0)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    service = web.service_for_host(f"{host}:{port}", target)
+    if service is None and port == _DEFAULT_PORTS.get(parts.scheme):
+        service = web.service_for_host(host, target)
+    if service is not None:
+        return answer_service(web, service, method, target, headers, body)
+    try:
+        return web.page(method, url)
+    except (BundleError, OSError, EOFError, ValueError, zlib.error) as exc:
+        return failure("direct", f"could not read the captured record ({exc})")
+
+
 def _posted_url(body: bytes, headers: list[tuple[str, str]]) -> str | None:
     ctype = next((v for k, v in headers if k.lower() == "content-type"), "")
     try:
@@ -84,7 +107,18 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
-def _handler(web: FrozenWeb, log: ServeLog) -> type[BaseHTTPRequestHandler]:
+class ProxyBackend:
+    """What the proxy reports to the bundle server: its port once listening, and every
+    upstream connection it refused (0 expected)."""
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.port = 0
+        self.refused = 0
+
+
+def _handler(web: FrozenWeb, log: ServeLog,
+             backend: ProxyBackend | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "amber-serve"
@@ -114,6 +148,9 @@ def _handler(web: FrozenWeb, log: ServeLog) -> type[BaseHTTPRequestHandler]:
                 self.send_error(413, "request body too large")
                 return
             body = self.rfile.read(size) if size else b""
+            if backend is not None and self.path.startswith("/_amber/"):
+                self._backend(body)
+                return
             headers = list(self.headers.items())
             path = urlsplit(self.path).path
             service = "serper" if path.rstrip("/") == "/search" else "jina"
@@ -121,6 +158,40 @@ def _handler(web: FrozenWeb, log: ServeLog) -> type[BaseHTTPRequestHandler]:
             host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
             log.note(self.command, f"http://{host}{self.path}", answer)
             self._send(answer)
+
+        def _backend(self, body: bytes) -> None:
+            """The proxy's side door (its own loopback port, never the public one)."""
+            assert backend is not None
+            path = urlsplit(self.path)
+            if path.path == "/_amber/proxy" and self.command == "POST":
+                head, _, payload = body.partition(b"\n")
+                meta = json.loads(head)
+                method, url = meta["method"], meta["url"]
+                headers = [(str(k), str(v)) for k, v in meta["headers"]]
+                answer = answer_proxied(web, method, url, headers, payload)
+                log.note(method, url, answer)
+                try:
+                    data = answer.read()
+                except (BundleError, OSError, EOFError, ValueError, zlib.error) as exc:
+                    answer = failure(answer.service, f"could not read the record ({exc})")
+                    data = answer.read()
+                self.send_response_only(answer.status, answer.reason or None)
+                for name, value in answer.headers:
+                    self.send_header(name, value)
+                if method.upper() == "HEAD":
+                    self.send_header("X-Amber-Head-Length", str(answer.length))
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            if path.path == "/_amber/refused":
+                backend.refused += 1
+            elif path.path == "/_amber/running":
+                backend.port = int(dict(parse_qsl(path.query)).get("port", "0"))
+                backend.running.set()
+            self.send_response_only(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def _send(self, answer: Answer) -> None:
             try:
@@ -149,11 +220,12 @@ class BaseUrlServer:
     """The base-URL server, running on a background thread until :meth:`stop`."""
 
     def __init__(self, web: FrozenWeb, host: str = "127.0.0.1", port: int = 0,
-                 log: ServeLog | None = None) -> None:
+                 log: ServeLog | None = None, backend: ProxyBackend | None = None) -> None:
         self.web = web
         self.log = log or ServeLog()
+        self.backend = backend
         try:
-            self._server = _Server((host, port), _handler(web, self.log))
+            self._server = _Server((host, port), _handler(web, self.log, backend))
         except OSError as exc:
             raise port_error(host, port, exc) from None
         self.host, self.port = self._server.server_address[:2]

@@ -1,143 +1,117 @@
-"""Proxy mode of ``amber serve``: an HTTP/HTTPS intercepting proxy (mitmproxy) that
-answers every request from the bundles, so code with hard-coded
-``https://google.serper.dev/search`` and ``https://r.jina.ai/<url>`` runs unchanged with
-``HTTPS_PROXY`` and the CA variables alone; pages captured directly are replayed too.
+"""Proxy mode of ``amber serve``: an HTTP/HTTPS intercepting proxy, so code with
+hard-coded ``https://google.serper.dev/search`` and ``https://r.jina.ai/<url>`` runs
+unchanged with ``HTTPS_PROXY`` and the CA variables alone; pages captured directly are
+replayed too.
 
-Nothing leaves the machine, by construction: server connections are lazy (opened only
-when a request is forwarded, and none is: the ``request`` hook always sets the
-response), TLS certificates are minted from the client's SNI without asking the real
-server (``upstream_cert`` off), and a ``server_connect`` hook refuses any connection that
-would still be attempted. The serving process also runs under Amber's offline guard.
-
-This is the only module that imports mitmproxy (the optional extra ``amber-eval[serve]``).
+mitmproxy 11.0 (the last release for Python 3.11) pins h11 <= 0.14, which Amber's own
+environment cannot hold, so the proxy is ``mitmdump`` from an environment of its own
+(``AMBER_MITMDUMP``, this environment, the project's ``.venv-serve/`` made by
+scripts/setup.sh, or ``mitmdump`` on PATH), running :mod:`serve_proxy_addon`. Every
+request it intercepts is answered by this process, which holds the bundles, through a
+loopback-only side door; nothing is fetched from outside (see the addon for how).
 """
 
 from __future__ import annotations
 
-import asyncio
+import os
+import shutil
 import signal
-import zlib
+import subprocess
+import sys
+import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO
 
-from ambereval.errors import BundleError, ConfigError
-from ambereval.snapshots.serve_answer import Answer
-from ambereval.snapshots.serve_http import answer_service, failure
+from ambereval import netguard
+from ambereval.errors import ConfigError
+from ambereval.snapshots.serve_http import BaseUrlServer, ProxyBackend
 from ambereval.snapshots.serve_index import FrozenWeb
 from ambereval.snapshots.serve_log import ServeLog
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+ADDON = Path(__file__).with_name("serve_proxy_addon.py")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT = 180.0
 
 
-def require_mitmproxy() -> None:
-    """A one-line error naming the extra when mitmproxy is not installed."""
-    try:
-        import mitmproxy  # noqa: F401
-    except ImportError:
-        raise ConfigError("amber serve --proxy needs mitmproxy, which is not installed",
-                          hint="pip install 'amber-eval[serve]'") from None
+def find_mitmdump() -> str | None:
+    """The ``mitmdump`` to run, or None when there is none."""
+    if chosen := os.environ.get("AMBER_MITMDUMP"):
+        return chosen
+    for candidate in (Path(sys.prefix) / "bin" / "mitmdump",
+                      PROJECT_ROOT / ".venv-serve" / "bin" / "mitmdump"):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("mitmdump")
 
 
-class FrozenAddon:
-    """The mitmproxy addon: classify each request by host, answer it from the bundles."""
-
-    def __init__(self, web: FrozenWeb, log: ServeLog,
-                 on_running: Callable[[int], None] | None = None) -> None:
-        self.web = web
-        self.log = log
-        self.on_running = on_running
-        self.refused_connections = 0
-
-    def service(self, host: str, port: int, scheme: str, path: str) -> str | None:
-        host = host.lower()
-        found = self.web.service_for_host(f"{host}:{port}", path)
-        if found is None and port == _DEFAULT_PORTS.get(scheme):
-            found = self.web.service_for_host(host, path)
-        return found
-
-    def answer(self, method: str, scheme: str, host: str, port: int, path: str, url: str,
-               headers: list[tuple[str, str]], body: bytes) -> Answer:
-        service = self.service(host, port, scheme, path)
-        if service is None:
-            try:
-                return self.web.page(method, url)
-            except (BundleError, OSError, EOFError, ValueError, zlib.error) as exc:
-                return failure("direct", f"could not read the captured record ({exc})")
-        return answer_service(self.web, service, method, path, headers, body)
-
-    async def request(self, flow: Any) -> None:
-        from mitmproxy import http
-
-        req = flow.request
-        headers = [(k, v) for k, v in req.headers.items(multi=True)]
-        args = (req.method, req.scheme, req.host, req.port, req.path, req.url, headers,
-                req.raw_content or b"")
-        answer = await asyncio.to_thread(self.answer, *args)
-        try:
-            body = await asyncio.to_thread(answer.read)
-        except (BundleError, OSError, EOFError, ValueError, zlib.error) as exc:
-            answer = failure(answer.service, f"could not read the captured record ({exc})")
-            body = answer.read()
-        response = http.Response.make(
-            answer.status, b"",
-            [(k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
-             for k, v in answer.headers])
-        response.reason = answer.reason or ""
-        # the bytes as captured: raw_content, since setting .content would encode them
-        # again under the captured Content-Encoding
-        response.raw_content = body
-        response.headers["Content-Length"] = str(answer.length if method_is_head(req.method)
-                                                 else len(body))
-        flow.response = response
-        self.log.note(req.method, req.url, answer)
-
-    def server_connect(self, data: Any) -> None:
-        """Never reach a real server (the request hook answers everything first)."""
-        self.refused_connections += 1
-        data.server.error = "amber serve: offline; nothing is fetched from outside"
-
-    def running(self) -> None:
-        if self.on_running is None:
-            return
-        from mitmproxy import ctx
-
-        proxyserver: Any = ctx.master.addons.get("proxyserver")
-        addrs = proxyserver.listen_addrs() if proxyserver is not None else []
-        port = addrs[0][1] if addrs else ctx.options.listen_port
-        self.on_running(port)
+def require_mitmproxy() -> str:
+    """The mitmdump path, or a one-line error naming the extra."""
+    found = find_mitmdump()
+    if found is None or not (os.path.isfile(found) and os.access(found, os.X_OK)):
+        raise ConfigError(
+            "amber serve --proxy needs mitmproxy 11.0 (the amber-eval[serve] extra), which "
+            "was not found",
+            hint="scripts/setup.sh installs it in .venv-serve/; or pip install "
+                 "'amber-eval[serve]' into an environment of its own and set "
+                 "AMBER_MITMDUMP=/path/to/mitmdump")
+    return found
 
 
-def method_is_head(method: str) -> bool:
-    return method.upper() == "HEAD"
+def _tail(output: IO[bytes]) -> str:
+    output.seek(0)
+    lines = [ln.strip() for ln in output.read().decode("utf-8", "replace").splitlines()]
+    lines = [ln for ln in lines if ln]
+    return lines[-1] if lines else "no output"
 
 
 def run_proxy(web: FrozenWeb, host: str, port: int, ca_dir: Path, log: ServeLog,
               on_running: Callable[[int], None] | None = None) -> int:
     """Serve until SIGINT/SIGTERM. ``on_running(port)`` is called once listening.
-    Returns how many upstream connections were attempted and refused (0 expected)."""
-    require_mitmproxy()
-    addon = FrozenAddon(web, log, on_running)
+    Returns how many upstream connections the proxy refused (0 expected)."""
+    mitmdump = require_mitmproxy()
+    backend = ProxyBackend()
+    server = BaseUrlServer(web, "127.0.0.1", 0, log, backend=backend).start()
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    output = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
+    cmd = [mitmdump, "-q", "--listen-host", host, "--listen-port", str(port),
+           "--set", f"confdir={ca_dir}", "--set", "connection_strategy=lazy",
+           "--set", "upstream_cert=false", "--set", "http3=false",
+           "-s", str(ADDON), "--set", f"amber_backend={server.url}",
+           "--set", f"amber_netguard={netguard.__file__}"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                            start_new_session=True)
+    announced = False
+    waited = 0.0
     try:
-        asyncio.run(_main(addon, host, port, ca_dir))
-    except SystemExit as exc:  # mitmproxy's start-up error check exits
-        raise ConfigError(f"the proxy could not start on {host}:{port} (exit {exc.code})",
-                          hint="check --host, --port and --ca-dir") from None
+        while not stop.is_set():
+            if not announced and backend.running.is_set():
+                announced = True
+                if on_running is not None:
+                    on_running(backend.port)
+            if proc.poll() is not None:
+                if stop.is_set():
+                    break
+                raise ConfigError(f"the proxy ({mitmdump}) stopped: {_tail(output)}",
+                                  hint="check --host, --port and --ca-dir")
+            if not announced and waited > START_TIMEOUT:
+                raise ConfigError(f"the proxy did not start within {START_TIMEOUT:.0f} s: "
+                                  f"{_tail(output)}")
+            stop.wait(0.2)
+            waited += 0.2
     finally:
-        log.close()
-    return addon.refused_connections
-
-
-async def _main(addon: FrozenAddon, host: str, port: int, ca_dir: Path) -> None:
-    from mitmproxy import options
-    from mitmproxy.tools.dump import DumpMaster
-
-    opts = options.Options(listen_host=host, listen_port=port, confdir=str(ca_dir))
-    master = DumpMaster(opts, with_termlog=False, with_dumper=False)
-    opts.update(connection_strategy="lazy", upstream_cert=False, http3=False,
-                ssl_insecure=False)
-    master.addons.add(addon)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, master.shutdown)
-    await master.run()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        server.stop()
+        output.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return backend.refused

@@ -277,13 +277,11 @@ def test_print_env_creates_the_ca_once(tmp_path: Path) -> None:
     assert zero.returncode == 2 and zero.stderr.startswith("amber: error: --print-env needs")
 
 
-def test_proxy_without_mitmproxy_names_the_extra(captured: dict) -> None:
-    code = ("import sys; sys.modules['mitmproxy'] = None; "
-            "from ambereval.cli.main import run; "
-            f"sys.argv = ['amber', 'serve', {str(captured['bundle'])!r}, '--proxy', "
-            f"'--port', '{free_port()}']; run()")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+def test_proxy_without_mitmproxy_names_the_extra(captured: dict, tmp_path: Path) -> None:
+    env = {**os.environ, "AMBER_MITMDUMP": str(tmp_path / "no-mitmdump")}
+    done = subprocess.run([sys.executable, "-m", "ambereval.cli", "serve",
+                           str(captured["bundle"]), "--proxy", "--port", str(free_port())],
+                          capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "amber-eval[serve]" in done.stderr
 

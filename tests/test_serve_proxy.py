@@ -18,10 +18,13 @@ import pytest
 from serve_helpers import direct_bundle, free_port, jina_bundle
 
 from ambereval.snapshots import Bundle
+from ambereval.snapshots.serve_proxy import find_mitmdump
 
 from fakeweb import FakeWeb
 
-pytest.importorskip("mitmproxy", reason="amber-eval[serve] not installed")
+if find_mitmdump() is None:
+    pytest.skip("mitmproxy (amber-eval[serve], .venv-serve/) not installed",
+                allow_module_level=True)
 
 QUERY = "Eiffel Tower completed 1889"
 
