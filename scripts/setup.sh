@@ -35,6 +35,15 @@ fi
 # torch: the CPU build first, so nothing later pulls a CUDA build.
 "${PIP[@]}" install -q "torch==2.13.0" >&2
 "${PIP[@]}" install -q --find-links "$WHEELHOUSE" "llama-cpp-python==$LLAMA_VERSION" >&2
-"${PIP[@]}" install -q --find-links "$WHEELHOUSE" -e ".[dev,ray,serve]" >&2
+"${PIP[@]}" install -q --find-links "$WHEELHOUSE" -e ".[dev,ray]" >&2
+
+# `amber serve --proxy`: mitmproxy 11.0 cannot share .venv (h11 pins, see pyproject.toml's
+# "serve" extra), so it gets an environment of its own, with Amber installed without deps.
+if [ ! -x .venv-serve/bin/mitmdump ]; then
+  "$PYTHON" -m venv .venv-serve
+fi
+.venv-serve/bin/python -m pip --disable-pip-version-check install -q "mitmproxy>=11.0.2,<11.1" \
+  "warcio>=1.7.4,<2" >&2
+.venv-serve/bin/python -m pip --disable-pip-version-check install -q --no-deps -e . >&2
 
 echo "$want" > "$STAMP"
