@@ -190,3 +190,21 @@ def test_a_bundle_changed_since_the_run_is_flagged(runs: Runs, tmp_path: Path) -
     assert any("changed since the run" in w for w in audit.warnings)
     done = run_amber("audit", str(copy))
     assert done.returncode == 0 and "changed since the run" in done.stderr
+
+
+def test_an_ensemble_run_keeps_each_judges_items(runs: Runs, tmp_path: Path) -> None:
+    from fakejudge import FakeJudgeServer
+
+    from ambereval.engine.runs.evaluate import evaluate_bundles
+    from ambereval.models import open_judge
+
+    with FakeJudgeServer() as server:
+        judges = [(name, open_judge(None, server.url, name, tmp_path / "run" / "ledger.sqlite",
+                                    "reuse")) for name in ("alpha", "beta")]
+        evaluate_bundles([runs.bundle], runs.tasks, ["deepeval"], judges, tmp_path / "run")
+    audit = load_audit(tmp_path / "run")
+    pairs = select_items(audit, claim="coverage.k1")
+    assert sorted(i.judge for _, i in pairs) == ["alpha", "beta"]
+    assert all(audit.ledger[k].get("answer") is not None for _, i in pairs
+               for k in i.ledger_keys)
+    assert '"judge":"beta"' in render_audit_html(audit)
