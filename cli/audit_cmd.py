@@ -42,6 +42,9 @@ def audit_cmd(
     Example: amber audit run/ --claim c3      (or: amber audit run/ --html)
     """
     from ambereval.engine.runs.audit import load_audit, select_items
+    from ambereval.netguard import install_offline_guard
+
+    install_offline_guard()  # reads files only: offline means offline
 
     with handled():
         audit = load_audit(run_dir, list(bundles or []))

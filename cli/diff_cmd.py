@@ -29,6 +29,9 @@ def diff_cmd(
     Example: amber diff run-smol/ run-qwen/ --limit 20
     """
     from ambereval.engine.runs.diff import diff_runs
+    from ambereval.netguard import install_offline_guard
+
+    install_offline_guard()  # reads files only: offline means offline
 
     with handled():
         diff = diff_runs(run_a, run_b)
