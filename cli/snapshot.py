@@ -20,7 +20,7 @@ from ambereval.cli.judge_options import (
     Seed,
     Threads,
 )
-from ambereval.cli.output import fail, handled, print_json, progress_bar, stdout
+from ambereval.cli.output import fail, handled, print_json, progress_bar, stderr, stdout
 
 if TYPE_CHECKING:
     from ambereval.snapshots import CaptureOptions, CaptureSummary
@@ -168,12 +168,18 @@ def report_cmd(
                            n_ctx=judge_ctx, threads=threads, seed=seed,
                            concurrency=judge_concurrency, judge=judge_ref)
         with progress_bar(not as_json) as progress:
-            summary, claims = snapshot_report(report, out, judge, options, task, progress,
-                                              extractor)
+            summary, claims, account = snapshot_report(report, out, judge, options, task,
+                                                       progress, extractor)
+    if account["warning"]:
+        stderr.print(f"amber: warning: {account['warning']}", markup=False)
     if as_json:
-        print_json({**summary.as_dict(), "claims": len(claims), "judge_calls": judge.calls})
+        print_json({**summary.as_dict(), "claims": len(claims), "judge_calls": judge.calls,
+                    "extraction": account})
         return
-    stdout.print(f"extracted {len(claims)} claims with {judge.calls} judge calls")
+    by = account["by_extractor"]
+    stdout.print(f"extracted {len(claims)} claims with {judge.calls} judge calls: "
+                 f"{by['judge']} by the judge, {by['sentences']} by the sentence extractor "
+                 f"(which alone makes {account['sentence_baseline']})")
     _render(summary, as_json)
 
 

@@ -14,8 +14,7 @@ from ambereval.engine.claims import (
     EXTRACT_PROMPT,
     EXTRACT_SCHEMA,
     Progress,
-    extract_claims,
-    sentence_claims,
+    extract_report_claims,
 )
 from ambereval.engine.report import load_report
 from ambereval.engine.tasks import load_task
@@ -28,21 +27,20 @@ from ambereval.snapshots import Bundle, CaptureOptions, CaptureSummary, ClaimInp
 def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
                     options: CaptureOptions, task_path: str | Path | None = None,
                     progress: Progress | None = None,
-                    extractor: str = "judge") -> tuple[CaptureSummary, list[Any]]:
+                    extractor: str = "judge",
+                    ) -> tuple[CaptureSummary, list[Any], dict[str, Any]]:
+    """Freeze the report and its claims into the bundle ``out``, then capture their
+    evidence. Returns the capture summary, the claims, and the extraction account
+    (claims per extractor, the sentence extractor's count, fallbacks, a warning)."""
     report_path = Path(report_path)
     report = load_report(report_path)
     if not report.text.strip():
         raise InputError(f"{report_path}: the report is empty")
     task = load_task(task_path, report_path.name) if task_path else None
-    if extractor == "judge":
-        claims = extract_claims(report, judge, progress)
-    elif extractor == "sentences":
-        claims = sentence_claims(report)
-    else:
-        raise InputError(f"unknown extractor {extractor!r} (judge or sentences)")
+    claims, account = extract_report_claims(report, judge, extractor, progress)
     meta = {"extractor": extractor, "judge": judge.backend.identity()["model"],
             "extract_prompt_sha256": content_key([EXTRACT_PROMPT, EXTRACT_SCHEMA]),
-            "claims": len(claims)}
+            "claims": len(claims), "extraction": account}
     with Bundle.create(out) as bundle:
         report_id = bundle.store_report(report_path.name, report.text,
                                         task.to_json() if task else None, meta)
@@ -51,6 +49,6 @@ def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
     inputs = [ClaimInput(c.id, c.text, tuple(c.urls), tuple(c.searches) if search else (),
                          {**c.as_dict(), "report_id": report_id}) for c in claims]
     if not inputs:
-        return CaptureSummary(str(out)), claims
+        return CaptureSummary(str(out)), claims, account
     summary = capture_claims(out, inputs, options, progress)
-    return summary, claims
+    return summary, claims, account
