@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -25,7 +26,8 @@ from ambereval.cli.output import fail, handled, print_json, progress_bar, stdout
 
 
 def judge_bench_cmd(
-    data: Annotated[Path, typer.Argument(help="JSONL: {id, claim, evidence, label} per line.")],
+    data: Annotated[Path | None, typer.Argument(
+        help="JSONL: {id, claim, evidence, label} per line (or use --suite DIR).")] = None,
     judge_model: JudgeModel = None,
     judge_ref: JudgeRef = None,
     judge_url: JudgeUrl = None,
@@ -44,11 +46,22 @@ def judge_bench_cmd(
         "--chunk-tokens", min=8, help="Chunk size in words for --retrieve.")] = 64,
     predictions: Annotated[Path | None, typer.Option(
         help="Write one JSON line per pair (label, verdict, ledger key).")] = None,
+    suite: Annotated[Path | None, typer.Option(
+        "--suite", help="Run every labeled set (*.jsonl) in this directory and write the "
+        "judge card to $AMBER_HOME/cards/<judge sha256>.json.")] = None,
+    split: Annotated[str, typer.Option(
+        "--split", help="With --suite: full (sets without .dev/.test), dev or test.")]
+    = "full",
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="With --suite: also write the card here (X.json and X.md).")]
+    = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run a judge on labeled pairs: accuracy, balanced accuracy, Cohen's kappa, confusion.
 
     Example: amber judge-bench pairs.jsonl --ledger judge.sqlite --json
+
+    Example: amber judge-bench --suite out/judge-sets --split test --limit 40 --out card.json
     """
     from ambereval.engine.judge_bench import run_judge_bench
     from ambereval.models import LEDGER_MODES, open_judge
@@ -58,6 +71,12 @@ def judge_bench_cmd(
              exit_code=2)
     if ledger_mode == "replay" and ledger is None:
         fail("--ledger-mode replay needs --ledger PATH", exit_code=2)
+    if (data is None) == (suite is None):
+        fail("give one labeled set (DATA.jsonl) or --suite DIR", exit_code=2)
+    if suite is not None:
+        return _suite(suite, split, out, limit, retrieve, as_json, lambda: open_judge(
+            judge_model, judge_url, judge_name, ledger, ledger_mode, n_ctx=judge_ctx,
+            threads=threads, seed=seed, concurrency=judge_concurrency, judge=judge_ref))
     with handled():
         judge = open_judge(judge_model, judge_url, judge_name, ledger, ledger_mode,
                            n_ctx=judge_ctx, threads=threads, seed=seed,
@@ -84,3 +103,29 @@ def judge_bench_cmd(
     for gold in labels:
         table.add_row(gold, *(str(result["confusion"][gold][p]) for p in labels))
     stdout.print(table)
+
+
+def _suite(suite: Path, split: str, out: Path | None, limit: int | None,
+           retrieve: int | None, as_json: bool, opener: Callable[[], Any]) -> None:
+    from ambereval.engine.judge_card import DEFAULT_RETRIEVE_K, run_suite, write_card
+
+    with handled():
+        judge = opener()
+        with progress_bar(not as_json) as progress:
+            card = run_suite(suite, judge, split=split, limit=limit,
+                             retrieve_k=retrieve or DEFAULT_RETRIEVE_K, progress=progress)
+        paths = write_card(card, out)
+        judge.close()
+    if as_json:
+        print_json({**card, "written": [str(p) for p in paths]})
+        return
+    judge_id = card["judge"]
+    table = Table("set", "n", "accuracy", "balanced acc.", "kappa", "s/call",
+                  title=f"Judge card: {judge_id.get('name')} ({judge_id['sha256'][:12]})")
+    for name, s in card["sets"].items():
+        table.add_row(name, str(s["n"]), f"{s['accuracy']:.3f}",
+                      f"{s['balanced_accuracy']:.3f}", f"{s['kappa']:.3f}",
+                      f"{s['seconds_per_call']:.2f}")
+    stdout.print(table)
+    stdout.print(f"mean kappa {card['mean_kappa']:.3f}; card written to "
+                 + ", ".join(str(p) for p in paths))

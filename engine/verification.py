@@ -30,6 +30,7 @@ from typing import Any
 
 from ambereval.engine.calibration import calibration_for
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
+from ambereval.engine.judge_card import card_entry
 from ambereval.errors import ConfigError, ModelError
 from ambereval.models import ChunkParams, Embedder, Hit, Judge, Retriever, RetrieverSpec
 from ambereval.models.canonical import content_key
@@ -275,6 +276,7 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
         "consistency": {k: sum(1 for p in pairs if p["label"] == k)
                         for k in ("support", "conflict", "unknown")},
         "judge": judge.backend.identity()["model"],
+        "judge_card": card_entry(judge),  # its measured quality; warns when poor or unknown
         "embedder": embedder.identity(),
         "retriever": index.identity(),
         "options": options.as_dict(),

@@ -28,6 +28,7 @@ from ambereval.engine.eval_context import (
     reports_in,
     stored_task_id,
 )
+from ambereval.engine.judge_card import card_entries
 from ambereval.engine.runs.run_dir import RunWriter
 from ambereval.engine.tasks import Task, load_tasks, task_for_report
 from ambereval.errors import InputError
@@ -200,6 +201,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         "tasks_file": str(tasks_path),
         "tasks_sha256": hashlib.sha256(Path(tasks_path).read_bytes()).hexdigest(),
         "judges": {n: j.backend.identity()["model"] for n, j in judges},
+        "judge_cards": card_entries(judges),  # measured quality; warns when poor or unknown
         "seed": judges[0][1].seed if judges else None,
         "embedder": embedder.identity() if embedder else None,
         "retriever": RetrieverSpec().as_dict() if embedder else None,
