@@ -335,3 +335,22 @@ def test_cli_snapshot_through_cli_serve_reproduces_the_bundle(captured: dict,
         _, err = proc.communicate(timeout=30)
     assert "0 misses" in err
     assert evidence(tmp_path / "b") == evidence(captured["bundle"])
+
+
+def test_reader_options_recorded_at_capture_are_part_of_the_match(tmp_path: Path) -> None:
+    with FakeWeb() as web:
+        url = web.url("/pages/rhine.html")
+        capture_urls(tmp_path / "a", [url], options(
+            web.env(), reader="jina", jina_options={"X-Return-Format": "text",
+                                                    "X-With-Links-Summary": "true"}))
+    with BaseUrlServer(FrozenWeb([tmp_path / "a"])) as server:
+        asked = {"Accept": "application/json", "x-return-format": "TEXT",
+                 "X-With-Links-Summary": "true", "X-Timeout": "30"}
+        status, headers, _ = call(f"{server.url}/{url}", headers=asked)
+        assert status == 200 and headers["X-Amber-Match"] == "exact"
+        status, headers, _ = call(f"{server.url}/{url}", headers={"Accept": "application/json"})
+        assert status == 404 and "other reader options" in headers["X-Amber-Miss"]
+        # JSON captured with X-Return-Format=text: its text form is not rendered
+        status, headers, _ = call(f"{server.url}/{url}", headers={
+            "X-Return-Format": "text", "X-With-Links-Summary": "true"})
+        assert status == 404 and "is not rendered" in headers["X-Amber-Miss"]
