@@ -21,6 +21,7 @@ import contextlib
 import http.client as httpclient
 import importlib.util
 import json
+import os
 import threading
 from typing import Any
 from urllib.parse import urlsplit
@@ -107,7 +108,16 @@ class AmberFrozenWeb:
         with contextlib.suppress(OSError, httpclient.HTTPException):
             self._post("/_amber/refused", b"")
 
+    async def _watch_parent(self, parent: int) -> None:
+        """Stop when the amber serve process is gone (even killed with SIGKILL), so no
+        orphaned proxy keeps the port."""
+        while os.getppid() == parent:
+            await asyncio.sleep(1.0)
+        ctx.master.shutdown()
+
     def running(self) -> None:
+        self._watcher = asyncio.get_running_loop().create_task(
+            self._watch_parent(os.getppid()))
         proxyserver: Any = ctx.master.addons.get("proxyserver")
         addrs = proxyserver.listen_addrs() if proxyserver is not None else []
         port = addrs[0][1] if addrs else ctx.options.listen_port
