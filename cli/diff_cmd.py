@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ambereval.cli.output import handled, print_json, stdout
+from ambereval.cli.terminal_text import escape
 
 
 def diff_cmd(

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ambereval.cli.output import handled, print_json, progress_bar, stdout
 from ambereval.cli.snapshot import Concurrency, Rate, Retries, Timeout
+from ambereval.cli.terminal_text import escape
 
 AllowPrivate = Annotated[bool, typer.Option(
     "--allow-private-addresses", help="Let the direct reader reach loopback and private "

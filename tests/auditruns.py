@@ -30,7 +30,7 @@ in 1793 [2].
 ## Rivers
 
 The Rhine flows about 1,230 kilometres to the North Sea [3]. Its delta is described in \
-</script><script>window.__pwned = 3</script> notes [4].
+</script><script>window.__pwned = 3</script> notes \x1b]0;pwned\x07\x1b[2J[4].
 
 ## Sources
 [1] Eiffel Tower facts: {ORIGIN}/pages/eiffel.html

@@ -114,6 +114,15 @@ def test_cli_terminal_audit_of_one_claim(runs: Runs) -> None:
     assert " ".join(first_words) in " ".join(out.split())
 
 
+def test_terminal_output_carries_no_control_characters(runs: Runs) -> None:
+    audit = load_audit(runs.verify)
+    [item] = [i for i in audit.reports[0].items if "\x1b" in i.text]  # the report has one
+    done = run_amber("audit", str(runs.verify), "--claim", item.id)
+    assert done.returncode == 0, done.stderr
+    assert "window.__pwned" in done.stdout and "\x1b" not in done.stdout
+    assert "\x07" not in done.stdout
+
+
 def test_cli_summary_json_and_errors(runs: Runs, tmp_path: Path) -> None:
     done = run_amber("audit", str(runs.run))
     assert done.returncode == 0, done.stderr
