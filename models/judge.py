@@ -241,7 +241,9 @@ class Judge:
                 break
             pending.wait()
         try:
-            return self._ask_model(messages, schema, max_tokens, request, key)
+            # the same request may have finished between the lookup and taking the key
+            return self._lookup(key, request) or \
+                self._ask_model(messages, schema, max_tokens, request, key)
         finally:
             with self._lock:
                 self._pending.pop(key).set()
