@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import (
@@ -102,7 +102,7 @@ def load_private_key(path: str | Path) -> ec.EllipticCurvePrivateKey:
         raise InputError(f"{path}: cannot read the key ({exc.strerror})") from None
     try:
         key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
         raise InputError(f"{path}: not an unencrypted PEM private key ({exc})",
                          hint="make one with `amber bundle keygen --out KEY`") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in CURVES:
@@ -123,7 +123,7 @@ def load_public_key(spec: str | Path) -> ec.EllipticCurvePublicKey:
             key: Any = serialization.load_pem_private_key(data, password=None).public_key()
         else:
             key = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
         raise InputError(f"{path}: not a PEM public key ({exc})") from None
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
         raise InputError(f"{path}: not an ECDSA P-256/P-384 public key")
@@ -213,7 +213,7 @@ def check_signed_data(signed: Any, manifest_bytes: bytes,
     der = _canonical_b64(signed["publicKey"], "publicKey")
     try:
         key = serialization.load_der_public_key(der)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, UnsupportedAlgorithm):
         raise SignatureProblem("publicKey is not a base64 DER public key") from None
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in CURVES:
         raise SignatureProblem("publicKey is not an ECDSA P-256/P-384 key")

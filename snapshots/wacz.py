@@ -46,6 +46,8 @@ def _safe_member(name: str) -> PurePosixPath:
     path = PurePosixPath(name)
     if name.startswith(("/", "\\")) or path.is_absolute() or ".." in path.parts:
         raise UnsafeArchiveError(f"refusing to unpack {name!r}: path escapes the target directory")
+    if not path.parts or path.parts == (".",):
+        raise UnsafeArchiveError(f"refusing to unpack {name!r}: no file name")
     if "\\" in name or (path.parts and ":" in path.parts[0]):
         raise UnsafeArchiveError(f"refusing to unpack {name!r}: not a relative POSIX path")
     return path
