@@ -1,0 +1,158 @@
+"""Peak memory (max RSS of the amber process) of the two biggest offline jobs.
+
+1. ``amber verify`` over a bundle of 1,000 captured pages (--pages): pages are built
+   from WiCE's Wikipedia sentences (../shared/data), two articles a page, served by the
+   loopback fake web and captured with the snapshot library; 250 claims cite 4 pages
+   each. The judge is the loopback fake OpenAI-compatible server (tests/fakejudge.py),
+   so the figure is Amber's own: the bundle, every page's chunks, their MiniLM
+   embeddings, the retriever (FAISS + BM25), the prompts and verdicts.
+2. ``amber evaluate --protocol deepeval`` with the default models (SmolLM2 judge in
+   process, MiniLM) on the longest LiveResearchBench reference report (4,830 words),
+   its cited URLs served as loopback pages holding the sentences that cite them plus
+   filler paragraphs (the set-up of scripts/bench_report_cost.py).
+
+Each job runs as its own process; its peak RSS is read from ``wait4``'s rusage.
+
+    .venv/bin/python scripts/bench_memory.py [--pages 1000] [--skip-evaluate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_report_cost import LRB, fake_site  # noqa: E402
+from fakejudge import FakeJudgeServer  # noqa: E402
+
+from ambereval.engine.importers import import_lrb  # noqa: E402
+from ambereval.engine.tasks import dump_tasks  # noqa: E402
+from ambereval.snapshots import (  # noqa: E402
+    CaptureOptions,
+    RetryPolicy,
+    capture_claims,
+    load_claims,
+)
+
+from fakeweb import FakeWeb, html_page  # noqa: E402
+
+WICE = ROOT.parent / "shared" / "data" / "entailment" / "wice" / "oracle_chunks_claim_dev.jsonl"
+AMBER = [sys.executable, "-m", "ambereval.cli"]
+REPORT_QID = "policyfX8vyl8vSaEC7Jue"
+FILLER_QID = "marketDEJL1uDRvx5UqKKm"
+
+
+def peak_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """(peak RSS in MB, wall seconds, stdout) of one process; fails loudly."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd[:4])} failed: {err.read().decode()[-2000:]}")
+        return usage.ru_maxrss / 1024, wall, out.read().decode()
+
+
+def wice_articles() -> list[tuple[str, list[str]]]:
+    rows = [json.loads(line) for line in WICE.read_text(encoding="utf-8").splitlines()]
+    return [(r["claim"], r["evidence"]) for r in rows if len(r["evidence"]) >= 6]
+
+
+def verify_bundle_of(pages: int, work: Path) -> tuple[Path, int]:
+    articles = wice_articles()
+    site = {}
+    for i in range(pages):
+        sentences = articles[(2 * i) % len(articles)][1] + \
+            articles[(2 * i + 1) % len(articles)][1]
+        paragraphs = [" ".join(sentences[j:j + 3]) for j in range(0, len(sentences), 3)]
+        site[f"/pages/p{i:05d}.html"] = html_page(f"Page {i}", *paragraphs)
+    bundle = work / "bundle-verify"
+    with FakeWeb(pages=site) as web:
+        claims = [{"id": f"c{n:04d}", "text": articles[(8 * n) % len(articles)][0],
+                   "urls": [web.url(f"/pages/p{4 * n + j:05d}.html") for j in range(4)]}
+                  for n in range(pages // 4)]
+        path = work / "claims.jsonl"
+        path.write_text("".join(json.dumps(c) + "\n" for c in claims), encoding="utf-8")
+        options = CaptureOptions.from_env(
+            web.env(), reader="direct", concurrency=4, serper_rate=None, reader_rate=None,
+            allow_private_addresses=True,  # the fake web is on loopback
+            policy=RetryPolicy(attempts=2, backoff=0.01, timeout=10.0))
+        summary = capture_claims(bundle, load_claims(path), options)
+    text_bytes = sum(len(p.body) for p in site.values())
+    print(f"bundle: {pages} pages captured ({summary.as_dict().get('captured', '?')} "
+          f"captures), {text_bytes / 1e6:.1f} MB of HTML, {len(claims)} claims", flush=True)
+    return bundle, len(claims)
+
+
+def evaluate_inputs(work: Path, web: FakeWeb) -> tuple[Path, Path, int]:
+    name = f"qid_{REPORT_QID}_report.md"
+    text = (LRB / "reference_reports" / name).read_text(encoding="utf-8")
+    filler = (LRB / "reference_reports" / f"qid_{FILLER_QID}_report.md").read_text(
+        encoding="utf-8")
+    pages, _ = fake_site(text, filler)
+    local = {url: web.url(f"/src/{i}.html") for i, url in enumerate(sorted(pages))}
+    for url, path in local.items():
+        web.pages[path[len(web.origin_url):]] = html_page(f"Source {url}", *pages[url])
+    for url in sorted(local, key=len, reverse=True):
+        text = text.replace(url, local[url])
+    report = work / name
+    report.write_text(text, encoding="utf-8")
+    tasks = [t for t in import_lrb(LRB / "coverage_checklist.csv",
+                                   baselines=LRB / "reference_reports") if t.id == REPORT_QID]
+    task_file = dump_tasks(tasks, work / "tasks.json")
+    bundle = work / "bundle-evaluate"
+    env = {**os.environ, **web.env()}
+    subprocess.run([*AMBER, "snapshot", "report", str(report), "--out", str(bundle),
+                    "--task", str(task_file), "--extractor", "sentences", "--top-k", "0",
+                    "--reader", "direct", "--allow-private-addresses", "--json"],
+                   env=env, check=True, capture_output=True)
+    return bundle, task_file, len(text.split())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pages", type=int, default=1000)
+    ap.add_argument("--skip-evaluate", action="store_true")
+    ap.add_argument("--skip-verify", action="store_true")
+    args = ap.parse_args()
+    base, _, _ = peak_rss([sys.executable, "-c", "import ambereval.models as m; "
+                           "m.Embedder().embed(['warm'])"])
+    print(f"reference: a Python process holding just the embedder: {base:,.0f} MB", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if not args.skip_verify:
+            bundle, claims = verify_bundle_of(args.pages, work)
+            with FakeJudgeServer() as judge:
+                rss, wall, out = peak_rss([*AMBER, "verify", str(bundle), "--out",
+                                           str(work / "verify"), "--judge-url", judge.url,
+                                           "--judge-name", "fake", "--json"])
+            summary = json.loads(out)["summary"] if out.strip().startswith("{") else {}
+            print(f"amber verify, {args.pages} pages, {claims} claims "
+                  f"({summary.get('chunks', '?')} chunks, "
+                  f"{summary.get('judge_calls', '?')} judge calls, fake served judge): "
+                  f"peak RSS {rss:,.0f} MB, {wall:.0f} s", flush=True)
+        if not args.skip_evaluate:
+            with FakeWeb(pages={}) as web:
+                bundle, task, words = evaluate_inputs(work, web)
+            rss, wall, _ = peak_rss([*AMBER, "evaluate", str(bundle), "--task", str(task),
+                                     "--protocol", "deepeval", "--out", str(work / "eval"),
+                                     "--json"])
+            print(f"amber evaluate --protocol deepeval, {words}-word report, default "
+                  f"models: peak RSS {rss:,.0f} MB, {wall:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
