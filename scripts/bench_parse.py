@@ -181,10 +181,12 @@ def main() -> None:
     parser.add_argument("--bundle", action="store_true",
                         help="also time bundle loading and verification planning")
     parser.add_argument("--bundle-max", type=int, default=10_000)
+    parser.add_argument("--bundle-only", action="store_true", help="skip the parse timings")
     args = parser.parse_args()
     sizes = [n for n in (1_000, 2_000, 4_000, 8_000, 16_000, 32_000) if n <= args.max]
-    bench_parse(sizes)
-    if args.bundle:
+    if not args.bundle_only:
+        bench_parse(sizes)
+    if args.bundle or args.bundle_only:
         bench_bundle([n for n in (1_250, 2_500, 5_000, 10_000, 20_000) if n <= args.bundle_max])
 
 
