@@ -63,7 +63,8 @@ def test_bundle_commands_import_no_model(bundle: Path) -> None:
     for args in (["bundle", "stats", str(bundle), "--json"],
                  ["bundle", "verify", str(bundle)],
                  ["bundle", "show", str(bundle), "cap-does-not-exist"]):
-        result = loaded_by(*args, watch=MODEL_STACK + ("httpx", "trafilatura", "jsonschema"))
+        result = loaded_by(*args, watch=MODEL_STACK + ("httpx", "trafilatura", "jsonschema",
+                                                      "numpy", "sqlite_utils"))
         assert result["loaded"] == [], args
     assert loaded_by("bundle", "stats", str(bundle))["exit"] == 0
 
