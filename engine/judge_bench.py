@@ -27,7 +27,7 @@ from ambereval.engine.verification import (
     question_messages,
     read_answer,
 )
-from ambereval.errors import InputError
+from ambereval.errors import InputError, ModelError
 from ambereval.jsonl import iter_objects
 from ambereval.models import Judge
 from ambereval.models.canonical import content_key
@@ -139,7 +139,7 @@ def run_judge_bench(
     judge: Judge,
     limit: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    max_tokens: int = 16,
+    max_tokens: int = 32,
     embedder: Any = None,
     retrieve_k: int | None = None,
     chunk_tokens: int = 64,
@@ -179,19 +179,28 @@ def run_judge_bench(
             progress("judge", finished, len(pairs))
 
     method, schema, bias = decision_for(judge, decision)
-    answers = judge.map([(messages_for(pair.claim, contexts[i]), schema, max_tokens)
-                         for i, pair in enumerate(pairs)], on_done=tick)
-    for pair, answer in zip(pairs, answers, strict=True):
-        if isinstance(answer, Exception):
+    calls = [(messages_for(pair.claim, contexts[i]), schema, max_tokens)
+             for i, pair in enumerate(pairs)]
+    answers = judge.map(calls, on_done=tick)
+    unusable = 0
+    for pair, answer, call in zip(pairs, answers, calls, strict=True):
+        row: dict[str, Any] = {"id": pair.id, "label": pair.label}
+        if isinstance(answer, ModelError):  # as in verify: an unusable answer settles nothing
+            unusable += 1
+            verdict = "unknown"
+            row.update(error=str(answer), ledger_key=judge.key(*call))
+        elif isinstance(answer, Exception):
             raise answer
-        verdict = VERDICTS[read_answer(answer.obj, bias)[0]]
+        else:
+            verdict = VERDICTS[read_answer(answer.obj, bias)[0]]
+            row["ledger_key"] = answer.key
         if labels == BINARY and verdict != "supported":
             verdict = "unsupported"
         gold.append(pair.label)
         pred.append(verdict)
-        rows.append({"id": pair.id, "label": pair.label, "verdict": verdict,
-                     "ledger_key": answer.key})
+        rows.append({**row, "verdict": verdict})
     result = metrics(gold, pred, labels)
+    result["unusable_answers"] = unusable
     result["judge"] = judge.backend.identity()["model"]
     result["decision"] = {"method": method, "bias": bias}
     result["prompt_sha256"] = content_key([VERIFY_PROMPT, schema])  # = amber verify's

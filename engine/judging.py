@@ -77,7 +77,7 @@ CHECK_SYSTEM = (
 )
 CHECK_SCHEMA = {"type": "object", "properties": {"pass": {"type": "boolean"}},
                 "required": ["pass"], "additionalProperties": False}
-DECISION_TOKENS = 16  # a one-field answer such as {"pass": false} is under 10 tokens
+DECISION_TOKENS = 24  # {"pass": false} takes 8-10 tokens; the cap costs nothing unused
 
 
 def judge_checklist(judge: Judge, report: Clipped, items: list[ChecklistItem],

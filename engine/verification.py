@@ -7,7 +7,8 @@ instructions and the page's passages form a shared prompt prefix, and each (clai
 question) on that page is a short suffix, so llama.cpp reuses the prefix's KV cache.
 
 Rules (PROTOCOLS.md §1 and the named options below):
-- per (question, page) the judge answers true / false / none with an evidence quote;
+- per (question, page) the judge answers true / false / none, then the number of the
+  passage it rests on (nothing else is generated: ``quote`` stays empty);
 - per question [our rule ``page_rule="cited-first"``]: if any cited page answers true or
   false without disagreement among cited pages, that answer stands ("prior reference
   verification"); otherwise true when some page says true and none false, false when
@@ -55,7 +56,7 @@ VERIFY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "answer": {"type": "string", "enum": list(VERIFY_LABELS)},
-        "passage": {"type": "integer", "minimum": 0, "maximum": 99},
+        "passage": {"type": "integer"},  # out of range: the question's top passages
     },
     "required": ["answer", "passage"],
     "additionalProperties": False,
@@ -78,7 +79,7 @@ class VerifyOptions:
     chunk_overlap: int = 32
     #: dense, bm25 or hybrid (dense + BM25 by reciprocal rank fusion), models/retriever.py
     retriever: str = DEFAULT_RETRIEVER
-    max_tokens: int = 16
+    max_tokens: int = 32  # {"answer": "none", "passage": 3}: ~16 tokens for SmolLM2
     #: how the judge's answer is decided: generated (answer first, then the passage
     #: number), or from the label log-probabilities plus the judge's calibration offsets
     #: (engine/calibration.py); ``auto`` uses log-probabilities only for a calibrated
