@@ -27,7 +27,7 @@ from ambereval.engine.verification import (
     question_messages,
     read_answer,
 )
-from ambereval.errors import InputError, ModelError
+from ambereval.errors import InputError, ModelError, PromptError
 from ambereval.jsonl import iter_objects
 from ambereval.models import Judge
 from ambereval.models.canonical import content_key
@@ -134,6 +134,19 @@ def metrics(gold: list[str], pred: list[str], labels: tuple[str, ...]) -> dict[s
             "kappa": round(kappa, 6), "confusion": confusion}
 
 
+#: how models/judge.py words an answer the model gave but that cannot be used
+_UNUSABLE = ("judge returned invalid JSON", "judge output does not match the schema",
+             "judge output was cut")
+
+
+def _unusable(answer: object) -> bool:
+    """An answer the model gave that is unusable (not JSON, off-schema, cut short) or a
+    prompt it can never answer: counted as ``unknown``, as verify does. A server that
+    cannot be reached is not an answer: that still fails the run."""
+    return isinstance(answer, PromptError) or (
+        isinstance(answer, ModelError) and str(answer).startswith(_UNUSABLE))
+
+
 def run_judge_bench(
     path: str | Path,
     judge: Judge,
@@ -185,7 +198,7 @@ def run_judge_bench(
     unusable = 0
     for pair, answer, call in zip(pairs, answers, calls, strict=True):
         row: dict[str, Any] = {"id": pair.id, "label": pair.label}
-        if isinstance(answer, ModelError):  # as in verify: an unusable answer settles nothing
+        if _unusable(answer):  # as in verify: an unusable answer settles nothing
             unusable += 1
             verdict = "unknown"
             row.update(error=str(answer), ledger_key=judge.key(*call))

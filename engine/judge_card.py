@@ -10,7 +10,8 @@ e.g. from ``scripts/make_judge_sets.py``) and writes a card, format
      "split": "full" | "dev" | "test",  # which files of DIR were run
      "limit": null | int,               # pairs per set, when capped
      "sets": {"<set>": {"n", "labels", "accuracy", "balanced_accuracy", "kappa",
-                        "confusion", "seconds_per_call", "data_sha256", "retrieval"?}},
+                        "confusion", "seconds_per_call", "unusable_answers",
+                        "data_sha256", "retrieval"?}},
      "mean_kappa": float}               # unweighted mean of the sets' kappas
 
 Cards live in ``$AMBER_HOME/cards/<judge sha256>.json`` (``amber models list`` reads
@@ -130,6 +131,7 @@ def run_suite(directory: str | Path, judge: Judge, split: str = "full",
         entry = {k: result[k] for k in ("n", "labels", "accuracy", "balanced_accuracy",
                                         "kappa", "confusion", "data_sha256")}
         entry["seconds_per_call"] = round(per_call, 3)
+        entry["unusable_answers"] = result.get("unusable_answers", 0)  # counted as unknown
         entry["ledger_hits"] = after["ledger_hits"] - before["ledger_hits"]
         if "retrieval" in result:
             entry["retrieval"] = {k: v for k, v in result["retrieval"].items()

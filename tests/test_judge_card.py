@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fakejudge import FakeJudgeServer
-from scripted_judge import scripted_judge
+from scripted_judge import ScriptedBackend, scripted_judge
 
 from ambereval.engine.judge_card import (
     CARD_FORMAT,
@@ -23,8 +23,9 @@ from ambereval.engine.judge_card import (
     write_card,
 )
 from ambereval.errors import InputError
-from ambereval.models import open_judge
+from ambereval.models import Judge, open_judge
 from ambereval.models.canonical import content_key
+from ambereval.models.judge import Completion
 
 from conftest import run_amber
 from fakeweb import FakeWeb
@@ -89,6 +90,22 @@ def test_run_suite_card_and_markdown(tmp_path: Path, home: Path) -> None:
     assert paths == [stored, tmp_path / "out" / "card.json"]
     assert json.loads(stored.read_text()) == card
     assert (tmp_path / "out" / "card.md").read_text() == md
+
+
+class HalfBroken(ScriptedBackend):
+    """Answers one pair with text that is not JSON (a small judge's bad day)."""
+
+    def complete(self, messages, schema, max_tokens, seed):  # type: ignore[no-untyped-def]
+        if "Claim 1." in messages[-1]["content"]:
+            return Completion("not json", {"prompt_tokens": 1, "completion_tokens": 1})
+        return super().complete(messages, schema, max_tokens, seed)
+
+
+def test_an_unusable_answer_counts_as_unknown_not_a_crash(tmp_path: Path, home: Path) -> None:
+    card = run_suite(make_suite(tmp_path / "sets"), Judge(HalfBroken()))
+    binary = card["sets"]["binary"]
+    assert binary["n"] == 6 and binary["unusable_answers"] == 1
+    assert card["sets"]["ternary"]["unusable_answers"] == 0
 
 
 def test_card_entry_warns_when_unmeasured_or_poor(tmp_path: Path, home: Path,
