@@ -10,12 +10,12 @@ import pytest
 from scripted_judge import scripted_judge
 
 from ambereval.engine.eval_context import open_context, reports_in
-from ambereval.engine.runs.evaluate import evaluate_bundles
 from ambereval.engine.importers import import_dr3, import_lrb
 from ambereval.engine.judging import count_to_score, win_rate
 from ambereval.engine.protocols.deepeval import presentation_parser_checks
 from ambereval.engine.protocols.dr3 import citation_coverage, evaluate_dr3
 from ambereval.engine.report import parse_report
+from ambereval.engine.runs.evaluate import evaluate_bundles
 from ambereval.engine.tasks import dump_tasks, load_tasks
 from ambereval.models import Embedder
 from ambereval.snapshots import Bundle

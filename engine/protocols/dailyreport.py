@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ambereval.engine.protocols.dailyreport_math import RULES, SubtaskScore, aggregate
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import clip, judge_choice
+from ambereval.engine.protocols.dailyreport_math import RULES, SubtaskScore, aggregate
 from ambereval.engine.verification import verify_claims
 from ambereval.errors import ModelError
 from ambereval.models import Judge
