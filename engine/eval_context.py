@@ -36,6 +36,8 @@ class EvalContext:
     _pages: dict[str, Page] = field(default_factory=dict)
     _indexes: dict[str, Retriever] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _retrievals: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict,
+                                                                  repr=False)
 
     def page(self, url: str) -> Page:
         """The captured page for a URL (or a corpus page by id), loaded once."""
@@ -65,7 +67,18 @@ class EvalContext:
                                         self.retriever)
                 self._indexes[page.capture_id] = index
             hits = index.search(query, k)
+            self._retrievals[(page.capture_id, query, k)] = {
+                "capture_id": page.capture_id, "query": query, "k": k,
+                "retriever": index.identity(),
+                "hits": [{"chunk_id": h.chunk.chunk_id, "start": h.chunk.start,
+                          "end": h.chunk.end, "score": float(h.score), "rank": h.rank}
+                         for h in hits]}
         return [h.chunk.text for h in sorted(hits, key=lambda h: h.chunk.start)]
+
+    def retrievals(self) -> list[dict[str, Any]]:
+        """What retrieval chose for each (capture, query, k), in a deterministic order."""
+        with self._lock:
+            return [self._retrievals[key] for key in sorted(self._retrievals)]
 
     def pages_by_title(self) -> dict[str, Page]:
         """Every valid page of the bundle by its title (DR3 sandbox corpora)."""
