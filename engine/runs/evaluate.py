@@ -165,8 +165,11 @@ def evaluate_report(job: ReportJob, setup: RunSetup,
         per_judge[name][protocol] = result
     means = {p: _mean_scores([per_judge[n][p].get("scores") or {} for n, _ in setup.judges])
              for p in setup.protocols}
+    # "retrieval" (what passage retrieval chose) is split off by the writer into its own
+    # file, RUN_DIR/retrieval/<report>.jsonl; it is not part of the per-report document.
     return {"report": job.report_name, "report_id": job.report_id, "bundle": job.bundle,
-            "system": job.system, "task": job.task.id, "scores": means, "judges": per_judge}
+            "system": job.system, "task": job.task.id, "scores": means, "judges": per_judge,
+            "retrieval": ctx.retrievals()}
 
 
 def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocols: list[str],
@@ -225,6 +228,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     results = []
     report_seconds: dict[str, float] = {}
     for job, outcome in zip(jobs, executor.run(jobs, setup, tick), strict=True):
+        writer.retrieval(job.fname, outcome.doc.pop("retrieval", []))
         writer.report(job.fname, outcome.doc)
         report_seconds[job.fname] = round(outcome.seconds, 3)
         results.append(outcome.doc)

@@ -21,6 +21,11 @@
       scores                   {protocol: {dimension: mean over judges}}
       judges                   {judge name: {protocol: the protocol's full result, every
                                sub-score with the ledger key of the call behind it}}
+    RUN_DIR/retrieval/<n>.jsonl  what passage retrieval chose for that report, written
+                               just before its report file: one line per (capture, query,
+                               k) in sorted order, with the retriever's identity and the
+                               hits (chunk id, start, end, score, rank); pages with no
+                               more chunks than k are not retrieved and not listed
     RUN_DIR/run.json, run.csv  written last: their presence means the run finished.
       columns                  "protocol.dimension" names
       rows                     one per report (system, report, task, columns), run order
@@ -84,6 +89,10 @@ class RunWriter:
 
     def report(self, fname: str, doc: dict[str, Any]) -> None:
         write_atomic(self.out / "reports" / fname, dump_json(doc))
+
+    def retrieval(self, fname: str, records: list[dict[str, Any]]) -> None:
+        lines = [json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records]
+        write_atomic(self.out / "retrieval" / (Path(fname).stem + ".jsonl"), "".join(lines))
 
     def table(self, table: dict[str, Any]) -> None:
         write_atomic(self.out / "run.csv", _csv(table))
