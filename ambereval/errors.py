@@ -86,3 +86,10 @@ class ExtractionError(AmberError):
 
     code = "no_claims"
     exit_code = 1
+
+
+class ReplayDifference(AmberError):
+    """``amber replay`` found the replayed run differs from the recorded one."""
+
+    code = "replay_differs"
+    exit_code = 3

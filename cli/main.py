@@ -16,6 +16,7 @@ from ambereval.cli import (
     import_cmd,
     judge_bench_cmd,
     models_cmd,
+    replay_cmd,
     report_cmd,
     serve_cmd,
     snapshot,
@@ -41,6 +42,7 @@ app.command("evaluate")(evaluate_cmd.evaluate_cmd)
 app.command("serve")(serve_cmd.serve_cmd)
 app.command("audit")(audit_cmd.audit_cmd)
 app.command("diff")(diff_cmd.diff_cmd)
+app.command("replay")(replay_cmd.replay_cmd)
 
 
 def _version(value: bool) -> None:

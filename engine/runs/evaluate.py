@@ -104,6 +104,8 @@ class RunSetup:
     embedder: Embedder | SharedEmbedder | None
     max_chars: int = 12_000
     rules: dict[str, str] | None = None
+    #: builds each report's context (default :func:`open_context`); replay passes its own
+    context_factory: Callable[..., Any] | None = None
 
     @property
     def width(self) -> int:
@@ -142,7 +144,7 @@ def evaluate_report(job: ReportJob, setup: RunSetup,
     runners = {p: _runner(p) for p in setup.protocols}
     with Bundle.open(job.path) as bundle:
         [row] = bundle.index.rows("SELECT * FROM reports WHERE id = ?", [job.report_id])
-        ctx = open_context(bundle, row, job.task, setup.embedder)
+        ctx = (setup.context_factory or open_context)(bundle, row, job.task, setup.embedder)
         units = [(name, judge, p) for name, judge in setup.judges for p in setup.protocols]
 
         def one(unit: tuple[str, Judge, str]) -> dict[str, Any]:

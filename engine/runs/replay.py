@@ -1,0 +1,266 @@
+"""``amber replay RUN_DIR``: re-evaluate a finished run with no model and no luck.
+
+Every judge answers only from ``RUN_DIR/ledger.sqlite`` through a :class:`LedgerBackend`
+whose identity (backend, model key, chat template, n_ctx) is read from the ledger's own
+recorded requests, so no model file is opened and llama.cpp is never imported. Passage
+retrieval returns the chunks recorded in ``RUN_DIR/retrieval/<report>.jsonl`` (no
+embedder, no torch). The replayed run is written to a temporary directory and its
+per-report JSON, retrieval records, ``run.json`` and ``run.csv`` are compared byte for
+byte with the run's; the first difference is named (file and JSON path).
+
+Not replayable model-free yet: DailyReport's claim verification builds its own
+retrieval index over the whole bundle (``engine/verification.py``), which the run does
+not record; a run that needed it (``dailyreport`` on a report with claims) is
+refused with a one-line error rather than faked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ambereval.engine.eval_context import EvalContext, open_context
+from ambereval.engine.evidence import Page
+from ambereval.engine.runs.evaluate import RunSetup, _table, evaluate_report, plan_reports
+from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter
+from ambereval.errors import BundleError, InputError, LedgerMiss, ReplayDifference
+from ambereval.models.judge import Completion, Judge
+from ambereval.models.ledger import Ledger
+from ambereval.snapshots import Bundle
+
+RecordKey = tuple[str, str, int]
+
+
+class LedgerBackend:
+    """A judge backend that only knows who it was: the identity recorded in the ledger.
+    Asked to complete (the ledger had no answer) it raises :class:`LedgerMiss`."""
+
+    def __init__(self, backend: str, model: dict[str, Any],
+                 chat_template_sha256: str | None, n_ctx: int) -> None:
+        self.name = backend
+        self._identity = {"model": model, "chat_template_sha256": chat_template_sha256,
+                          "n_ctx": n_ctx}
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    def complete(self, messages: Any, schema: Any, max_tokens: int,
+                 seed: int) -> Completion:
+        raise LedgerMiss("replay asked the model a question the ledger does not hold")
+
+
+def _model_key(model: dict[str, Any]) -> dict[str, Any]:
+    return {"sha256": model["sha256"]} if "sha256" in model else {"name": model.get("name")}
+
+
+def ledger_judge(name: str, model: dict[str, Any], ledger: Ledger, seed: int) -> Judge:
+    """The judge ``name`` of a run, answering only from ``ledger`` (mode replay)."""
+    key = _model_key(model)
+    model_id = key.get("sha256") or key.get("name") or ""
+    seen: set[str] = set()
+    for row in ledger._conn().execute("SELECT backend, request FROM calls WHERE model = ?",
+                                      [model_id]):
+        req = json.loads(row["request"])
+        seen.add(json.dumps([req.get("backend"), req.get("model"),
+                             req.get("chat_template_sha256"), req.get("n_ctx")]))
+    if len(seen) > 1:
+        raise InputError(f"judge {name!r}: the ledger holds requests of {len(seen)} "
+                         f"different backends/templates for model {model_id}; cannot tell "
+                         "which one this run used")
+    if seen:
+        backend, model_key, template, n_ctx = json.loads(seen.pop())
+    else:  # the judge asked nothing the ledger kept: any question will be a miss
+        backend, model_key, template, n_ctx = "unknown", key, None, 4096
+    return Judge(LedgerBackend(backend, model_key, template, n_ctx), ledger, seed=seed,
+                 n_ctx=n_ctx)
+
+
+@dataclass
+class ReplayContext(EvalContext):
+    """An :class:`EvalContext` whose passage retrieval returns the recorded chunks."""
+
+    recorded: dict[RecordKey, dict[str, Any]] = field(default_factory=dict, repr=False)
+    retrieved: bool = False  # the run had an embedder (so long pages were retrieved)
+
+    def passages(self, page: Page, query: str, k: int = 3) -> list[str]:
+        if not page.chunks:
+            return []
+        if not self.retrieved or len(page.chunks) <= k:
+            return [c.text for c in page.chunks[:k]]
+        key = (page.capture_id, query, k)
+        record = self.recorded.get(key)
+        if record is None:
+            raise ReplayDifference(f"report {self.name}: retrieval on capture "
+                                   f"{page.capture_id} for query {query[:60]!r} (k={k}) "
+                                   "was not recorded by the run")
+        by_id = {c.chunk_id: c for c in page.chunks}
+        missing = [h["chunk_id"] for h in record["hits"] if h["chunk_id"] not in by_id]
+        if missing:
+            raise ReplayDifference(f"report {self.name}: recorded chunk {missing[0]} is not "
+                                   f"a chunk of capture {page.capture_id} any more")
+        with self._lock:
+            self._retrievals[key] = record
+        chunks = sorted((by_id[h["chunk_id"]] for h in record["hits"]), key=lambda c: c.start)
+        return [c.text for c in chunks]
+
+
+def _read_records(path: Path) -> dict[RecordKey, dict[str, Any]]:
+    if not path.is_file():
+        return {}
+    out: dict[RecordKey, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            out[(r["capture_id"], r["query"], int(r["k"]))] = r
+    return out
+
+
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        raise InputError(f"{run_dir}: no manifest.json (not a run directory)",
+                         hint="give the directory `amber evaluate --out` wrote")
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if manifest.get("format") != RUN_FORMAT:
+        raise InputError(f"{run_dir}: run directory format {manifest.get('format')!r}, "
+                         f"this amber replays {RUN_FORMAT}",
+                         hint="replay it with the amber version that wrote it")
+    if not (run_dir / "run.json").is_file():
+        raise InputError(f"{run_dir}: the run did not finish (no run.json)",
+                         hint="finish it with `amber evaluate --resume`")
+    if not (run_dir / "ledger.sqlite").is_file():
+        raise InputError(f"{run_dir}: no ledger.sqlite to answer from")
+    return manifest
+
+
+def check_inputs(manifest: dict[str, Any]) -> None:
+    """Every bundle and the tasks file are there and are what the run used."""
+    for name, digest in sorted(manifest["bundles"].items()):
+        path = Path(name)
+        if not path.is_dir():
+            raise InputError(f"bundle {name} (from the manifest) not found",
+                             hint="run replay from the directory the run was made in")
+        dp = path / "datapackage.json"
+        now = hashlib.sha256(dp.read_bytes()).hexdigest() if dp.is_file() else None
+        if now != digest:
+            raise BundleError(f"bundle {name}: datapackage.json sha256 {now} differs from "
+                              f"the manifest's {digest}")
+    tasks = Path(manifest["tasks_file"])
+    if not tasks.is_file():
+        raise InputError(f"tasks file {tasks} (from the manifest) not found")
+    if hashlib.sha256(tasks.read_bytes()).hexdigest() != manifest["tasks_sha256"]:
+        raise InputError(f"tasks file {tasks}: sha256 differs from the manifest's")
+
+
+def first_difference(a: Any, b: Any, path: str = "$") -> str | None:
+    """The JSON path of the first place ``a`` and ``b`` differ (keys sorted), or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{path}.{k}"
+            found = first_difference(a[k], b[k], f"{path}.{k}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        return None if len(a) == len(b) else f"{path}[{min(len(a), len(b))}]"
+    return None if a == b and type(a) is type(b) else path
+
+
+def _compare(run: Path, replayed: Path, rel: str) -> dict[str, Any] | None:
+    a, b = run / rel, replayed / rel
+    da = a.read_bytes() if a.is_file() else None
+    db = b.read_bytes() if b.is_file() else None
+    if da == db:
+        return None
+    where = "file missing" if da is None or db is None else "bytes"
+    if da is not None and db is not None:
+        try:
+            if rel.endswith(".jsonl"):
+                ja: Any = [json.loads(x) for x in da.decode().splitlines()]
+                jb: Any = [json.loads(x) for x in db.decode().splitlines()]
+            elif rel.endswith(".json"):
+                ja, jb = json.loads(da), json.loads(db)
+            else:
+                ja = jb = None
+            where = (first_difference(ja, jb) if ja is not None else None) or "bytes"
+        except ValueError:
+            where = "bytes (not JSON)"
+    return {"file": rel, "path": where}
+
+
+def replay_run(run_dir: str | Path) -> dict[str, Any]:
+    """Re-evaluate ``run_dir`` from its ledger and retrieval record; compare byte for byte.
+
+    -> ``{"identical", "difference" ({"file", "path"} or None), "reports", "files",
+    "ledger_hits", "seconds"}``. Raises LedgerMiss, BundleError or InputError.
+    Example: ``replay_run("runs/smol")["identical"]``
+    """
+    started = time.perf_counter()
+    run = Path(run_dir)
+    manifest = load_manifest(run)
+    check_inputs(manifest)
+    protocols = list(manifest["protocols"])
+    had_embedder = manifest.get("embedder") is not None
+    jobs = plan_reports(list(manifest["bundles"]), manifest["tasks_file"])
+    if [j.fname for j in jobs] != manifest["reports"]:
+        raise ReplayDifference(f"{run}: the bundles now plan other reports than the run's")
+    ledger = Ledger(run / "ledger.sqlite", "replay")
+    judges = [(name, ledger_judge(name, model, ledger, manifest["seed"]))
+              for name, model in manifest["judges"].items()]
+    dr_rules = (manifest.get("rules") or {}).get("dailyreport")
+    rules = {k: v for k, v in dr_rules.items() if k != "verify"} if dr_rules else None
+    records: dict[RecordKey, dict[str, Any]] = {}
+
+    def context(bundle: Bundle, row: dict[str, Any], task: Any, embedder: Any) -> EvalContext:
+        base = open_context(bundle, row, task, None)
+        if "dailyreport" in protocols and base.claims:
+            raise InputError(f"report {row['name']}: protocol dailyreport's claim "
+                             "verification builds its own retrieval index, which runs do "
+                             "not record yet: it cannot be replayed model-free",
+                             hint="replay with the other protocols' runs, or `amber "
+                                  "evaluate --ledger-mode replay` with the embedder")
+        return ReplayContext(base.name, base.report_id, base.text, base.report, base.task,
+                             base.bundle, base.claims, recorded=records,
+                             retrieved=had_embedder)
+
+    setup = RunSetup(protocols, judges, None, int(manifest["report_clip_chars"]), rules,
+                     context_factory=context)
+    try:
+        with tempfile.TemporaryDirectory(prefix="amber-replay-") as tmp:
+            out = Path(tmp)
+            writer = RunWriter(out)
+            docs = []
+            for job in jobs:
+                records.clear()
+                records.update(_read_records(
+                    run / "retrieval" / (Path(job.fname).stem + ".jsonl")))
+                doc = evaluate_report(job, setup)
+                writer.retrieval(job.fname, doc.pop("retrieval", []))
+                writer.report(job.fname, doc)
+                docs.append(doc)
+            writer.table(_table(docs, protocols))
+            files = []
+            for fname in manifest["reports"]:
+                files += [f"reports/{fname}", f"retrieval/{Path(fname).stem}.jsonl"]
+            files += ["run.json", "run.csv"]
+            difference = None
+            for rel in files:
+                difference = _compare(run, out, rel)
+                if difference:
+                    break
+    finally:
+        ledger.close()
+    return {"identical": difference is None, "difference": difference, "run": str(run),
+            "reports": len(jobs), "files": len(files),
+            "ledger_hits": sum(j.ledger_hits for _, j in judges),
+            "seconds": round(time.perf_counter() - started, 3)}

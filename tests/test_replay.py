@@ -1,0 +1,179 @@
+"""``amber replay``: a finished run re-evaluated from its ledger and retrieval record,
+with no model and no embedder, is byte-identical; any difference is named."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scripted_judge import scripted_judge
+from typer.testing import CliRunner
+
+from ambereval.cli.main import app
+from ambereval.models.ledger import Ledger
+
+from conftest import fast_options
+from fakeweb import FakeWeb, default_pages, html_page
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PROTOCOLS = ["dr3", "deepeval"]
+
+
+def _long_pages() -> dict:
+    pages = default_pages()
+    filler = [f"Section {i}: the {w} of the city is described here at length, with dates, "
+              f"names and places, over and over, so the page holds many chunks. " * 4
+              for i, w in enumerate(["bridges", "markets", "parks", "trams", "schools",
+                                     "bakeries", "museums", "rivers"])]
+    pages["/pages/eiffel.html"] = html_page(
+        "Eiffel Tower facts", *filler[:4],
+        "The Eiffel Tower in Paris was completed in 1889 for the World's Fair.", *filler[4:])
+    return pages
+
+
+def _bundle(tmp: Path) -> tuple[Path, Path]:
+    web = FakeWeb(_long_pages())
+    web.start()
+    report = tmp / "landmarks.md"
+    report.write_text((FIXTURES / "report.md").read_text().replace("{ORIGIN}", web.origin_url))
+    task = {"format": "amber-task/1", "tasks": [{
+        "id": "landmarks", "query": "Landmarks brief", "report": "landmarks.md",
+        "evaluation_date": "2025-01-01",
+        "subtasks": [{"id": "s1", "instruction": "Gives the Eiffel Tower's completion year.",
+                      "factuality": ["When was the Eiffel Tower completed?"],
+                      "importance": "P0"}]}]}
+    tasks = tmp / "tasks.json"
+    tasks.write_text(json.dumps(task))
+    bundle = tmp / "bundle"
+    judge = scripted_judge({"Claim: The Eiffel": {"question": 1, "answer": "true"}})
+    from ambereval.engine.snapshot_report import snapshot_report
+    try:
+        snapshot_report(report, bundle, judge, fast_options(web, reader="direct", top_k=0),
+                        tasks, extractor="sentences")
+    finally:
+        web.stop()
+    return bundle, tasks
+
+
+def _run(tmp: Path, protocols: list[str], embedder: object = None) -> Path:
+    """A real run (scripted judge at the model edge, real ledger) of the captured pages."""
+    from ambereval.engine.runs.evaluate import evaluate_bundles
+
+    bundle, tasks = _bundle(tmp)
+    out = tmp / "run"
+    judge = scripted_judge({"Claim: The Eiffel": {"question": 1, "answer": "true"}})
+    judge.ledger = Ledger(out / "ledger.sqlite", "reuse")
+    evaluate_bundles([str(bundle)], str(tasks), protocols, [("s", judge)], out,
+                     embedder)  # type: ignore[arg-type]
+    judge.ledger.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _run(tmp_path_factory.mktemp("replay"), PROTOCOLS)
+
+
+def _copy(run: Path, tmp: Path) -> Path:
+    import shutil
+    dest = tmp / "copy"
+    shutil.copytree(run, dest)
+    return dest
+
+
+def test_replay_is_identical(run: Path) -> None:
+    result = CliRunner().invoke(app, ["replay", str(run)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("OK: replay identical (1 reports, 4 files,")
+    as_json = CliRunner().invoke(app, ["replay", str(run), "--json"])
+    doc = json.loads(as_json.stdout)
+    assert doc["identical"] and doc["difference"] is None and doc["ledger_hits"] > 0
+
+
+def test_edited_report_is_named(run: Path, tmp_path: Path) -> None:
+    copy = _copy(run, tmp_path)
+    [fname] = json.loads((copy / "manifest.json").read_text())["reports"]
+    path = copy / "reports" / fname
+    doc = json.loads(path.read_text())
+    protocol = sorted(doc["scores"])[0]
+    dim = sorted(k for k, v in doc["scores"][protocol].items() if isinstance(v, float))[0]
+    text = path.read_text()
+    old = f'"{dim}": {doc["scores"][protocol][dim]}'
+    assert old in text
+    # one byte: the last digit of a score
+    new = old[:-1] + ("1" if old[-1] != "1" else "2")
+    path.write_text(text.replace(old, new, 1))
+    result = CliRunner().invoke(app, ["replay", str(copy)])
+    assert result.exit_code == 3
+    assert f"reports/{fname}" in result.output
+    # the first "dim": value in the file (sorted keys: under judges, then scores)
+    assert result.output.rstrip().endswith(f"at $.judges.s.{protocol}.scores.{dim}")
+
+
+def test_missing_ledger_row_is_one_line(run: Path, tmp_path: Path) -> None:
+    copy = _copy(run, tmp_path)
+    conn = sqlite3.connect(str(copy / "ledger.sqlite"))
+    conn.execute("DELETE FROM calls WHERE key = (SELECT MAX(key) FROM calls)")
+    conn.commit()
+    conn.close()
+    result = CliRunner().invoke(app, ["replay", str(copy)])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "is not in the ledger" in lines[0]
+    assert lines[0].startswith("amber: error:")
+
+
+def test_changed_bundle_and_format(run: Path, tmp_path: Path) -> None:
+    copy = _copy(run, tmp_path)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    [bundle] = manifest["bundles"]
+    manifest["bundles"][bundle] = "0" * 64
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(app, ["replay", str(copy)])
+    assert result.exit_code == 1 and "datapackage.json sha256" in result.output
+    manifest["format"] = "amber-run/1"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(app, ["replay", str(copy)])
+    assert result.exit_code == 2 and "amber-run/1" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_replay_imports_no_model(run: Path) -> None:
+    code = ("import sys\nfrom ambereval.engine.runs.replay import replay_run\n"
+            f"r = replay_run({str(run)!r})\nassert r['identical'], r\n"
+            "bad = [m for m in ('torch', 'llama_cpp', 'sentence_transformers') "
+            "if m in sys.modules]\nprint('loaded', bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert "loaded []" in out.stdout
+
+
+@pytest.mark.slow
+def test_replay_with_recorded_retrieval_needs_no_embedder(tmp_path: Path) -> None:
+    """A run with the real embedder (hybrid retrieval over long pages) replays from its
+    retrieval record alone, in a process that never imports torch or llama.cpp; a
+    dailyreport run (claim verification builds its own index) is refused by name."""
+    from ambereval.models import Embedder
+
+    run = _run(tmp_path, PROTOCOLS, Embedder())
+    [fname] = json.loads((run / "manifest.json").read_text())["reports"]
+    assert (run / "retrieval" / (Path(fname).stem + ".jsonl")).read_text().strip()
+    test_replay_imports_no_model(run)
+    # a recorded hit changed: the replayed passages (and the ledger key) change
+    path = run / "retrieval" / (Path(fname).stem + ".jsonl")
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    first = records[0]["hits"][0]
+    first["chunk_id"] = first["chunk_id"][:-5] + "99999"
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    result = CliRunner().invoke(app, ["replay", str(run)])
+    assert result.exit_code == 3 and "is not a chunk of capture" in result.output
+
+    (tmp_path / "dr").mkdir()
+    dr = _run(tmp_path / "dr", ["dailyreport"], Embedder())
+    result = CliRunner().invoke(app, ["replay", str(dr)])
+    assert result.exit_code == 2
+    assert "dailyreport's claim verification" in result.output
