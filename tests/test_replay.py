@@ -59,18 +59,31 @@ def _bundle(tmp: Path) -> tuple[Path, Path]:
     return bundle, tasks
 
 
-def _run(tmp: Path, protocols: list[str], embedder: object = None) -> Path:
-    """A real run (scripted judge at the model edge, real ledger) of the captured pages."""
+def _run(tmp: Path, protocols: list[str], embedder: object = None,
+         names: tuple[str, ...] = ("s",)) -> Path:
+    """A real run (scripted judges at the model edge, real ledger) of the captured pages."""
     from ambereval.engine.runs.evaluate import evaluate_bundles
 
     bundle, tasks = _bundle(tmp)
     out = tmp / "run"
-    judge = scripted_judge({"Claim: The Eiffel": {"question": 1, "answer": "true"}})
-    judge.ledger = Ledger(out / "ledger.sqlite", "reuse")
-    evaluate_bundles([str(bundle)], str(tasks), protocols, [("s", judge)], out,
+    ledger = Ledger(out / "ledger.sqlite", "reuse")
+    judges = []
+    for name in names:
+        judge = scripted_judge({"Claim: The Eiffel": {"question": 1, "answer": "true"}},
+                               name=f"scripted-{name}")
+        judge.ledger = ledger
+        judges.append((name, judge))
+    evaluate_bundles([str(bundle)], str(tasks), protocols, judges, out,
                      embedder)  # type: ignore[arg-type]
-    judge.ledger.close()
+    ledger.close()
     return out
+
+
+def test_ensemble_of_two_judges_replays(tmp_path: Path) -> None:
+    run = _run(tmp_path, PROTOCOLS, names=("beta", "alpha"))
+    result = CliRunner().invoke(app, ["replay", str(run), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["identical"]
 
 
 @pytest.fixture(scope="module")
