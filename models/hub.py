@@ -177,8 +177,23 @@ def _json(path: Path) -> dict[str, Any]:
 def _download(repo: str, file: str, revision: str, final: Path, show_progress: bool) -> int:
     """Fill ``<final>.incomplete`` from the Hub, resuming it when the Hub's ETag is the
     one it was started with. Returns the number of bytes that were already there."""
+    from huggingface_hub import constants
+
+    # huggingface_hub freezes HF_HUB_OFFLINE when it is first imported; in a process that
+    # loaded the embedder first (which sets it for its own offline load) that would block
+    # this fetch. Amber reads the variable now (``_offline``), so the frozen value must
+    # follow the current environment for the duration of the download.
+    was_offline, constants.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE, _offline()
+    try:
+        return _download_online(repo, file, revision, final, show_progress, constants)
+    finally:
+        constants.HF_HUB_OFFLINE = was_offline
+
+
+def _download_online(repo: str, file: str, revision: str, final: Path, show_progress: bool,
+                     constants: Any) -> int:
     import httpx2
-    from huggingface_hub import constants, hf_hub_url
+    from huggingface_hub import hf_hub_url
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,

@@ -149,3 +149,15 @@ def test_one_fetch_of_a_file_at_a_time(hub: FakeHub, tmp_path: Path) -> None:
             fetch_model(REPO, FILE)
     assert hub.gets() == []
     assert fetch_model(REPO, FILE).action == "fetched"
+
+
+def test_fetch_after_huggingface_hub_froze_offline_mode(hub: FakeHub, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub freezes HF_HUB_OFFLINE at import; a process that loaded the embedder
+    first (it sets the variable for its own offline load) must still fetch when the
+    environment no longer says offline."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert fetch_model(REPO, FILE).action == "fetched"
+    assert constants.HF_HUB_OFFLINE is True  # restored afterwards
