@@ -23,11 +23,11 @@ judge made fewer.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ambereval.engine.progress_count import ProgressCount
 from ambereval.engine.report import Block, Report, Sentence
 from ambereval.errors import ExtractionError, InputError, ModelError
 from ambereval.models import Judge
@@ -168,14 +168,7 @@ def extract_claims(report: Report, judge: Judge, progress: Progress | None = Non
         messages = [{"role": "system", "content": EXTRACT_PROMPT},
                     {"role": "user", "content": f"Section: {title}\n\nSentences:\n{listing}"}]
         calls.append((messages, EXTRACT_SCHEMA, max_tokens))
-    finished = 0
-    lock = threading.Lock()
-
-    def tick() -> None:  # a served judge extracts several sections at once
-        nonlocal finished
-        with lock:
-            finished += 1
-            progress("extract", finished, len(batches))
+    tick = ProgressCount(progress, "extract", len(batches))  # sections finish together
 
     # asked together (up to the judge's concurrency), read back in report order
     answers = judge.map(calls, on_done=tick)

@@ -13,12 +13,12 @@ count as supported/contradicted/unknown. The evidence's blank-line separated par
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ambereval.engine.progress_count import ProgressCount
 from ambereval.engine.verification import (
     VERIFY_PROMPT,
     decision_for,
@@ -182,14 +182,7 @@ def run_judge_bench(
             raise InputError(f"{path}: lines with a 'page' and no 'evidence' need --retrieve K")
         contexts = [passages_of(p.evidence) for p in pairs]
     gold, pred, rows = [], [], []
-    finished = 0
-    lock = threading.Lock()
-
-    def tick() -> None:  # a served judge answers several pairs at once
-        nonlocal finished
-        with lock:
-            finished += 1
-            progress("judge", finished, len(pairs))
+    tick = ProgressCount(progress, "judge", len(pairs))  # pairs finish together
 
     method, schema, bias = decision_for(judge, decision)
     calls = [(messages_for(pair.claim, contexts[i]), schema, max_tokens)

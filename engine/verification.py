@@ -23,7 +23,6 @@ Rules (PROTOCOLS.md §1 and the named options below):
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 from ambereval.engine.calibration import calibration_for
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
 from ambereval.engine.judge_card import card_entry
+from ambereval.engine.progress_count import ProgressCount
 from ambereval.errors import ConfigError, ModelError
 from ambereval.models import ChunkParams, Embedder, Hit, Judge, Retriever, RetrieverSpec
 from ambereval.models.canonical import content_key
@@ -231,15 +231,7 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                                             claim.extra.get("fact")), schema,
                           options.max_tokens))
 
-    total = len(calls)
-    done = 0
-    done_lock = threading.Lock()
-
-    def tick() -> None:
-        nonlocal done
-        with done_lock:
-            done += 1
-            progress("verify", done, total)
+    tick = ProgressCount(progress, "verify", len(calls))
 
     answers = judge.map(calls, on_done=tick)
     judgments: dict[str, list[Judgment]] = {}

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,7 @@ from ambereval.engine.eval_context import (
     stored_task_id,
 )
 from ambereval.engine.judge_card import card_entries
+from ambereval.engine.progress_count import ProgressCount
 from ambereval.engine.runs.run_dir import RunWriter
 from ambereval.engine.tasks import Task, load_tasks, task_for_report
 from ambereval.errors import InputError
@@ -217,14 +217,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     writer.manifest(manifest)
 
     total = len(jobs) * len(judges) * len(protocols)
-    done = 0
-    lock = threading.Lock()
-
-    def tick(n: int = 1) -> None:
-        nonlocal done
-        with lock:
-            done += n
-            progress("evaluate", done, total)
+    tick = ProgressCount(progress, "evaluate", total)
 
     started = time.monotonic()
     results = []
