@@ -46,6 +46,10 @@ def judge_bench_cmd(
         "--chunk-tokens", min=8, help="Chunk size in words for --retrieve.")] = 64,
     predictions: Annotated[Path | None, typer.Option(
         help="Write one JSON line per pair (label, verdict, ledger key).")] = None,
+    decision: Annotated[str, typer.Option(
+        "--decision", help="auto (log-probabilities where the judge has a fitted "
+        "calibration, else generate), generate (the schema-constrained answer) or "
+        "logprobs (the labels' log-probabilities; in-process llama.cpp only).")] = "auto",
     suite: Annotated[Path | None, typer.Option(
         "--suite", help="Run every labeled set (*.jsonl) in this directory and write the "
         "judge card to $AMBER_HOME/cards/<judge sha256>.json.")] = None,
@@ -74,7 +78,7 @@ def judge_bench_cmd(
     if (data is None) == (suite is None):
         fail("give one labeled set (DATA.jsonl) or --suite DIR", exit_code=2)
     if suite is not None:
-        return _suite(suite, split, out, limit, retrieve, as_json, lambda: open_judge(
+        return _suite(suite, split, out, limit, retrieve, as_json, decision, lambda: open_judge(
             judge_model, judge_url, judge_name, ledger, ledger_mode, n_ctx=judge_ctx,
             threads=threads, seed=seed, concurrency=judge_concurrency, judge=judge_ref))
     with handled():
@@ -83,7 +87,8 @@ def judge_bench_cmd(
                            concurrency=judge_concurrency, judge=judge_ref)
         with progress_bar(not as_json) as progress:
             result = run_judge_bench(data, judge, limit=limit, progress=progress,
-                                     retrieve_k=retrieve, chunk_tokens=chunk_tokens)
+                                     retrieve_k=retrieve, chunk_tokens=chunk_tokens,
+                                     decision=decision)
     rows = result.pop("predictions")
     if predictions is not None:
         predictions.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
@@ -106,14 +111,16 @@ def judge_bench_cmd(
 
 
 def _suite(suite: Path, split: str, out: Path | None, limit: int | None,
-           retrieve: int | None, as_json: bool, opener: Callable[[], Any]) -> None:
+           retrieve: int | None, as_json: bool, decision: str,
+           opener: Callable[[], Any]) -> None:
     from ambereval.engine.judge_card import DEFAULT_RETRIEVE_K, run_suite, write_card
 
     with handled():
         judge = opener()
         with progress_bar(not as_json) as progress:
             card = run_suite(suite, judge, split=split, limit=limit,
-                             retrieve_k=retrieve or DEFAULT_RETRIEVE_K, progress=progress)
+                             retrieve_k=retrieve or DEFAULT_RETRIEVE_K, progress=progress,
+                             decision=decision)
         paths = write_card(card, out)
         judge.close()
     if as_json:

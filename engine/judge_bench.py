@@ -200,6 +200,8 @@ def run_judge_bench(
         else:
             verdict = VERDICTS[read_answer(answer.obj, bias)[0]]
             row["ledger_key"] = answer.key
+            if "logprobs" in answer.obj:  # raw, so a calibration can be fitted offline
+                row["logprobs"] = answer.obj["logprobs"]
         if labels == BINARY and verdict != "supported":
             verdict = "unsupported"
         gold.append(pair.label)

@@ -88,7 +88,7 @@ def suite_files(directory: str | Path, split: str = "full") -> dict[str, Path]:
     return found
 
 
-def _has_pages(path: Path) -> bool:
+def has_pages(path: Path) -> bool:
     """Whether the set's first line carries a whole ``page`` and no ``evidence``."""
     with open(path, encoding="utf-8") as fh:
         for line in fh:
@@ -104,7 +104,8 @@ def _has_pages(path: Path) -> bool:
 def run_suite(directory: str | Path, judge: Judge, split: str = "full",
               limit: int | None = None, retrieve_k: int = DEFAULT_RETRIEVE_K,
               progress: Callable[[str, int, int], None] | None = None,
-              run_set: Callable[..., dict[str, Any]] | None = None) -> dict[str, Any]:
+              run_set: Callable[..., dict[str, Any]] | None = None,
+              decision: str = "auto") -> dict[str, Any]:
     """Run every labeled set of ``directory`` and return the judge card.
 
     Sets whose lines carry whole pages are judged on the top ``retrieve_k`` retrieved
@@ -117,17 +118,20 @@ def run_suite(directory: str | Path, judge: Judge, split: str = "full",
     run_set = run_set or run_judge_bench
     sets: dict[str, Any] = {}
     prompt = None
+    decided = None
     for name, path in suite_files(directory, split).items():
         before = judge.stats()
         started = time.monotonic()
         result = run_set(path, judge, limit=limit, progress=progress,
-                         retrieve_k=retrieve_k if _has_pages(path) else None)
+                         retrieve_k=retrieve_k if has_pages(path) else None,
+                         decision=decision)
         wall = time.monotonic() - started
         after = judge.stats()
         calls = after["calls"] - before["calls"]
         model_s = after["model_seconds"] - before["model_seconds"]
         per_call = model_s / calls if calls else wall / max(1, result["n"])
         prompt = result["prompt_sha256"]
+        decided = result.get("decision")
         entry = {k: result[k] for k in ("n", "labels", "accuracy", "balanced_accuracy",
                                         "kappa", "confusion", "data_sha256")}
         entry["seconds_per_call"] = round(per_call, 3)
@@ -139,7 +143,7 @@ def run_suite(directory: str | Path, judge: Judge, split: str = "full",
         sets[name] = entry
     kappas = [s["kappa"] for s in sets.values()]
     return {"format": CARD_FORMAT, "judge": judge_identity(judge), "prompt_sha256": prompt,
-            "split": split, "limit": limit, "sets": sets,
+            "decision": decided, "split": split, "limit": limit, "sets": sets,
             "mean_kappa": round(sum(kappas) / len(kappas), 6)}
 
 
@@ -150,6 +154,9 @@ def card_markdown(card: dict[str, Any]) -> str:
              f"- judge sha256: `{judge.get('sha256')}` ({judge.get('backend')}, "
              f"n_ctx {judge.get('n_ctx')}, seed {judge.get('seed')})",
              f"- prompt sha256: `{card.get('prompt_sha256')}`",
+             f"- decision: {(card.get('decision') or {}).get('method', 'generate')}"
+             + (f" (calibration {card['decision']['bias']})"
+                if (card.get("decision") or {}).get("bias") else ""),
              f"- split: {card.get('split')}"
              + (f", first {card['limit']} pairs per set" if card.get("limit") else ""),
              f"- mean kappa: {card['mean_kappa']:.3f}", "",
