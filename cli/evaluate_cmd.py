@@ -20,9 +20,12 @@ from ambereval.cli.output import handled, print_json, progress_bar, run_summary,
 
 
 def evaluate_cmd(
-    bundles: Annotated[list[Path], typer.Argument(help="Bundles holding a snapshotted report.")],
-    task: Annotated[Path, typer.Option("--task", help="Tasks file (amber-task/1).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory to write.")],
+    bundles: Annotated[list[Path] | None, typer.Argument(
+        help="Bundles holding a snapshotted report.")] = None,
+    task: Annotated[Path | None, typer.Option("--task", help="Tasks file (amber-task/1).")]
+    = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory to write.")]
+    = None,
     protocol: Annotated[str, typer.Option(
         "--protocol", help="dailyreport, dr3, deepeval or all.")] = "all",
     judge_model: Annotated[list[Path] | None, typer.Option(
@@ -50,6 +53,10 @@ def evaluate_cmd(
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="A running Ray cluster (e.g. ray://head:10001 or head:6379); "
         "default: start Ray on this machine.")] = None,
+    resume: Annotated[Path | None, typer.Option(
+        "--resume", help="Finish an interrupted run in this directory: its inputs come from "
+        "its invocation.json, finished reports are kept and finished judge calls are "
+        "answered from its ledger.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run table as JSON.")]
     = False,
 ) -> None:
@@ -60,56 +67,73 @@ def evaluate_cmd(
     Example: amber evaluate runs/*/bundle --task tasks.json --judge-url http://gpu:8000
     --judge-name qwen --judge-concurrency 32 --executor ray --ray-address ray://head:10001
     --out run/
+
+    Example: amber evaluate --resume run/
     """
     from urllib.parse import urlsplit
 
+    from ambereval.cli.output import fail
     from ambereval.engine.runs.evaluate import PROTOCOLS, evaluate_bundles
     from ambereval.engine.runs.executors import make_executor
+    from ambereval.engine.runs.invocation import Invocation, judge_specs, read_invocation
     from ambereval.errors import InputError
-    from ambereval.models import Embedder, open_judge
+    from ambereval.models import Embedder
     from ambereval.netguard import install_offline_guard
 
-    # the judge server and the Ray head are the only hosts the user asked us to reach
-    allow = tuple(h for h in (urlsplit(judge_url).hostname if judge_url else None,
-                              urlsplit(ray_address if ray_address and "://" in ray_address
-                                       else f"ray://{ray_address}").hostname
-                              if ray_address else None) if h)
-    install_offline_guard(allow)
+    if resume is not None:
+        given = [name for name, value in (
+            ("BUNDLES", bundles), ("--task", task), ("--out", out),
+            ("--judge-model", judge_model), ("--judge", judge_ref), ("--judge-url", judge_url),
+            ("--rule", rule)) if value]
+        if given:
+            fail(f"with --resume the inputs come from {resume}/invocation.json; do not give "
+                 f"{', '.join(given)}", hint="only --judge-concurrency, --threads, "
+                 "--executor, --ray-address and --json may change", exit_code=2)
+    elif not bundles or task is None or out is None:
+        fail("give BUNDLES..., --task and --out (or --resume RUN_DIR)", exit_code=2)
     with handled():
+        if resume is not None:
+            invocation = read_invocation(resume)
+            out, ledger_mode = resume, "reuse"
+        else:
+            invocation = Invocation(
+                [str(b) for b in bundles or []], str(task),
+                list(PROTOCOLS) if protocol == "all" else [protocol],
+                judge_specs([(judge_url, judge_name)] if judge_url else [], judge_ref or [],
+                            [str(p) for p in judge_model or []]
+                            or ([] if judge_url or judge_ref else [None])),
+                judge_ctx, seed, clip_chars, list(rule or []))
+        assert out is not None
+        url = next((j.url for j in invocation.judges if j.kind == "url"), None)
+        # the judge server and the Ray head are the only hosts the user asked us to reach
+        allow = tuple(h for h in (urlsplit(url).hostname if url else None,
+                                  urlsplit(ray_address if ray_address and "://" in ray_address
+                                           else f"ray://{ray_address}").hostname
+                                  if ray_address else None) if h)
+        install_offline_guard(allow)
         from ambereval.engine.protocols.dailyreport_math import parse_rules
 
-        rules = parse_rules(rule)
-        protocols = list(PROTOCOLS) if protocol == "all" else [protocol]
+        rules = parse_rules(invocation.rules or None)
+        protocols = invocation.protocols
         if any(p not in PROTOCOLS for p in protocols):
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
-        ledger = out / "ledger.sqlite"
-        judges = []
-        if judge_url:
-            judges.append((judge_name or "server", open_judge(
-                None, judge_url, judge_name, ledger, ledger_mode, n_ctx=judge_ctx, seed=seed,
-                concurrency=judge_concurrency)))
-        for judge_ref_name in judge_ref or []:
-            judges.append((judge_ref_name, open_judge(
-                None, None, None, ledger, ledger_mode, n_ctx=judge_ctx, threads=threads,
-                seed=seed, judge=judge_ref_name)))
-        for path in judge_model or ([] if judge_url or judge_ref else [None]):
-            name = path.name if path else "default"
-            taken = {n for n, _ in judges}
-            base, n = name, 2
-            while name in taken:  # the same file name twice: keep both judges apart
-                name, n = f"{base}#{n}", n + 1
-            judges.append((name, open_judge(path, None, None, ledger, ledger_mode,
-                                            n_ctx=judge_ctx, threads=threads, seed=seed)))
+        judges = invocation.open_judges(out / "ledger.sqlite", ledger_mode,
+                                        concurrency=judge_concurrency, threads=threads)
         width = min(j.limit.maximum for _, j in judges)
         runner = make_executor(executor, width, ray_address, allow_hosts=allow) \
             if executor == "ray" else make_executor(executor, width)
         with progress_bar(not as_json) as progress:
-            result = evaluate_bundles(bundles, task, protocols, judges, out, Embedder(),
-                                      progress, clip_chars, rules, runner)
+            result = evaluate_bundles(invocation.bundles, invocation.tasks, protocols, judges,
+                                      out, Embedder(), progress, invocation.clip_chars, rules,
+                                      runner, resume=resume is not None,
+                                      invocation=invocation)
     table = result["table"]
     if as_json:
         print_json(table)
         return
+    if result["stats"].get("resumed_reports"):
+        stdout.print(f"resumed: {result['stats']['resumed_reports']} of "
+                     f"{result['stats']['reports']} reports were already finished")
     run_summary(result["stats"])
     view = Table("system", "reports", *table["columns"], title=f"Run {out}")
     for row in table["systems"]:

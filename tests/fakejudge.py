@@ -7,7 +7,8 @@ request takes ``latency`` seconds; at most ``capacity`` are served at once, the 
 ``429`` with ``Retry-After`` (the way a saturated vLLM or hosted endpoint pushes back).
 ``refuse_first`` answers the first requests with 429 whatever the load; ``gate=k`` holds
 each request until ``k`` are in flight together (proves a client's concurrency without
-timing).
+timing). ``pushback_after=k`` answers 503 (``Retry-After``) to every request after the
+first ``k`` served, until the attribute is set back to ``None`` (a run held mid-way).
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ class FakeJudgeServer:
     """``with FakeJudgeServer(latency=0.2, capacity=64) as server: server.url``"""
 
     def __init__(self, latency: float = 0.0, capacity: int = 64,
-                 retry_after: float = 0.05, refuse_first: int = 0, gate: int = 0) -> None:
+                 retry_after: float = 0.05, refuse_first: int = 0, gate: int = 0,
+                 pushback_after: int | None = None) -> None:
+        self.pushback_after = pushback_after
         self.latency = latency
         self.refuse_first = refuse_first
         self.gate = threading.Barrier(gate, timeout=10) if gate else None
@@ -85,7 +88,10 @@ class FakeJudgeServer:
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with outer._lock:
-                    if outer.in_flight >= outer.capacity or outer.refused < outer.refuse_first:
+                    held = outer.pushback_after is not None and \
+                        outer.served + outer.in_flight >= outer.pushback_after
+                    if held or outer.in_flight >= outer.capacity \
+                            or outer.refused < outer.refuse_first:
                         outer.refused += 1
                         busy = True
                     else:
@@ -93,7 +99,7 @@ class FakeJudgeServer:
                         outer.in_flight += 1
                         outer.peak = max(outer.peak, outer.in_flight)
                 if busy:
-                    self._send(429, {"error": "busy"},
+                    self._send(503 if held else 429, {"error": "busy"},
                                {"Retry-After": f"{outer.retry_after:g}"})
                     return
                 try:

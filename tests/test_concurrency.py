@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 from fakejudge import FakeJudgeServer
-from rundirs import run_contents
+from rundirs import dr3_bundles, run_contents
 from scripted_judge import scripted_judge
 
-from ambereval.engine.importers import import_dr3
 from ambereval.engine.runs.evaluate import evaluate_bundles
 from ambereval.engine.snapshot_report import snapshot_report
-from ambereval.engine.tasks import dump_tasks
 from ambereval.models import Embedder, Judge, Ledger, open_judge
 from ambereval.models.concurrency import AdaptiveLimit
 from ambereval.models.openai_backend import OpenAIBackend, retry_after
@@ -114,23 +112,6 @@ def test_pushback_slows_the_pool_instead_of_failing(tmp_path: Path) -> None:
     assert stats["throttled"] == server.refused >= 3
     assert stats["calls"] == 24 and stats["errors"] == 0
     assert judge.limit.limit < 8  # still below the configured width after the pushback
-
-
-def dr3_bundles(tmp: Path, systems: int = 3) -> tuple[list[Path], Path]:
-    """The DR3 fixture task, answered by ``systems`` systems with different reports."""
-    base = (FIXTURES / "dr3" / "reports" / "32k" / "model-a" / "001" / "final_report.md"
-            ).read_text(encoding="utf-8")
-    bundles, tasks = [], []
-    for s in range(systems):
-        folder = tmp / "reports" / f"model-{s}" / "001"
-        folder.mkdir(parents=True)
-        paragraphs = base.split("\n\n")
-        text = "\n\n".join(paragraphs[: len(paragraphs) - s]) + \
-            f"\n\nSystem {s} adds that the network grew every year.\n"
-        (folder / "final_report.md").write_text(text, encoding="utf-8")
-        tasks = import_dr3(FIXTURES / "dr3", tmp / f"sys-{s}", reports=folder.parent)
-        bundles.append(tmp / f"sys-{s}" / "bundles" / "001")
-    return bundles, dump_tasks(tasks, tmp / "tasks.json")
 
 
 def evaluate_at(n: int, bundles: list[Path], tasks: Path, out: Path, url: str,

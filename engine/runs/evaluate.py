@@ -180,8 +180,15 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
                      progress: Progress | None = None,
                      max_chars: int = 12_000,
                      rules: dict[str, str] | None = None,
-                     executor: Any = None) -> dict[str, Any]:
+                     executor: Any = None, resume: bool = False,
+                     invocation: Any = None) -> dict[str, Any]:
     """Evaluate every report of ``bundles`` and write the run directory ``out``.
+
+    ``resume``: ``out`` holds an interrupted run of the same inputs (its manifest must
+    match, judge cards aside); reports already written are read back, not evaluated
+    again, and the judges (ledger mode reuse) answer every call the dead run finished
+    from the ledger. ``invocation`` (``engine/runs/invocation.py``): how to open these
+    inputs again, written to ``out/invocation.json`` for ``--resume`` and ``amber rerun``.
 
     ``executor``: None picks one (a thread pool as wide as the judges' concurrency when
     every judge is served, else one report at a time); or an executor from
@@ -214,29 +221,73 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         "report_clip_chars": max_chars,
         "reports": [j.fname for j in jobs],
     }
-    writer.manifest(manifest)
+    done = finished_reports(out, manifest) if resume else {}
+    if not resume:
+        writer.manifest(manifest)
+        if invocation is not None:
+            invocation.write(out)
+    pending = [j for j in jobs if j.fname not in done]
 
-    total = len(jobs) * len(judges) * len(protocols)
+    total = len(pending) * len(judges) * len(protocols)
     tick = ProgressCount(progress, "evaluate", total)
 
     started = time.monotonic()
     results = []
     report_seconds: dict[str, float] = {}
-    for job, outcome in zip(jobs, executor.run(jobs, setup, tick), strict=True):
+    outcomes = iter(executor.run(pending, setup, tick))
+    for job in jobs:
+        if job.fname in done:
+            results.append(done[job.fname])
+            continue
+        outcome = next(outcomes)
         writer.retrieval(job.fname, outcome.doc.pop("retrieval", []))
         writer.report(job.fname, outcome.doc)
         report_seconds[job.fname] = round(outcome.seconds, 3)
         results.append(outcome.doc)
+    for _ in outcomes:  # let the executor finish (and release what it holds)
+        pass
     table = _table(results, list(protocols))
     writer.table(table)
     stats = {"executor": executor.describe(), "wall_seconds":
              round(time.monotonic() - started, 3), "reports": len(jobs),
+             "resumed_reports": len(done),
              "report_seconds": report_seconds,
              "judges": executor.judge_stats(setup)}
     stats["totals"] = _totals(stats["judges"])
     writer.stats(stats)
     return {"manifest": {"format": "amber-run/2", **manifest}, "table": table,
             "reports": results, "stats": stats}
+
+
+#: manifest fields a resumed run may differ in (quality measured since is not an input)
+NOT_COMPARED_ON_RESUME = ("judge_cards",)
+
+
+def finished_reports(out: Path, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-report documents an interrupted run in ``out`` already wrote (by file
+    name), after checking that its manifest plans exactly this run."""
+    path = out / "manifest.json"
+    if not path.is_file():
+        raise InputError(f"{out}: no manifest.json: nothing to resume",
+                         hint="start the run without --resume")
+    before = json.loads(path.read_text(encoding="utf-8"))
+    if before.get("format") != "amber-run/2":
+        raise InputError(f"{out}: run directory format {before.get('format')!r}, this "
+                         "amber resumes amber-run/2")
+    now = {"format": "amber-run/2", **manifest}
+    differ = [k for k in sorted(set(before) | set(now))
+              if k not in NOT_COMPARED_ON_RESUME and before.get(k) != now.get(k)]
+    if differ:
+        raise InputError(f"{out}: cannot resume: the inputs differ from the interrupted "
+                         f"run's in {', '.join(differ)}",
+                         hint="resume with the same bundles, tasks, judges and rules, or "
+                              "start a new run directory")
+    done = {}
+    for fname in manifest["reports"]:
+        report = out / "reports" / fname
+        if report.is_file():  # written atomically, after its retrieval record
+            done[fname] = json.loads(report.read_text(encoding="utf-8"))
+    return done
 
 
 def _totals(per_judge: dict[str, dict[str, Any]]) -> dict[str, Any]:
