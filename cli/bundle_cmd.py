@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from ambereval.cli.output import handled, print_json, stdout
 
@@ -45,8 +44,8 @@ def verify_cmd(
         if report.signature:
             signed = (f", signed by key sha256:{report.signature['key_sha256']} "
                       f"({report.signature['created']})")
-        stdout.print(f"ok: {report.files} files, {report.records} records, "
-                     f"{report.bytes} bytes verified{signed}")
+        typer.echo(f"ok: {report.files} files, {report.records} records, "  # no rich: fast
+                   f"{report.bytes} bytes verified{signed}")
     if not as_json:
         for note in report.notes:
             typer.echo(f"amber: warning: {note}", err=True)
@@ -101,6 +100,8 @@ def stats_cmd(bundle: BundleArg, as_json: Json = False) -> None:
     if as_json:
         print_json(stats)
         return
+    from rich.table import Table  # the table view only: rich is slow to import
+
     table = Table(title=f"Bundle {bundle}", show_header=False)
     for key, value in stats.items():
         if key != "bundle":

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from ambereval.cli.output import handled, print_json, progress_bar, stdout
 from ambereval.cli.snapshot import Concurrency, Rate, Retries, Timeout
@@ -51,6 +50,8 @@ def drift_cmd(
         print_json(result)
         return
     counts = ", ".join(f"{k} {v}" for k, v in result["counts"].items() if v)
+    from rich.table import Table  # the table view only: rich is slow to import
+
     table = Table("state", "kind", "url", "status", "similarity",
                   title=f"Drift of {escape(str(bundle))}: {counts}")
     for e in result["captures"][:limit]:

@@ -1,4 +1,13 @@
-"""The ``amber`` command: a thin typer layer over the library."""
+"""The ``amber`` command: a thin typer layer over the library.
+
+Commands are registered lazily (``LazyCommand``): a command's module is imported only when
+that command runs or prints its own help, so ``amber --help`` and the bundle commands start
+fast. To add a command, add one ``LazyCommand(name, "module:attribute", summary)`` line to
+``COMMANDS``: the attribute is the command function (as ``app.command(name)(fn)``) or a
+``typer.Typer`` group (as ``app.add_typer(sub, name=name)``), and the summary is the first
+paragraph of its help as ``amber --help`` shows it (tests/test_startup.py checks both and
+prints the expected summary when it differs).
+"""
 
 from __future__ import annotations
 
@@ -7,42 +16,66 @@ from typing import Annotated
 import typer
 
 from ambereval import __version__
-from ambereval.cli import (
-    aggregate_cmd,
-    audit_cmd,
-    bundle_cmd,
-    diff_cmd,
-    evaluate_cmd,
-    import_cmd,
-    judge_bench_cmd,
-    models_cmd,
-    replay_cmd,
-    report_cmd,
-    serve_cmd,
-    snapshot,
-    verify_cmd,
+from ambereval.cli import plain_params
+from ambereval.cli.lazy_commands import LazyCommand, LazyGroup
+
+plain_params.install()  # typer coerces plain values without importing pydantic
+
+COMMANDS: tuple[LazyCommand, ...] = (
+    LazyCommand("doctor", "models_cmd:doctor_cmd",
+                "Check the install: llama.cpp build flags and CPU features, models, offline "
+                "readiness."),
+    LazyCommand("judge-bench", "judge_bench_cmd:judge_bench_cmd",
+                "Run a judge on labeled pairs: accuracy, balanced accuracy, Cohen's kappa, "
+                "confusion."),
+    LazyCommand("verify", "verify_cmd:verify_cmd",
+                "Verify every claim in a bundle, offline: Correct / Incorrect / Unknown with "
+                "the\ncaptured bytes behind each verdict."),
+    LazyCommand("evaluate", "evaluate_cmd:evaluate_cmd",
+                "Score reports with DailyReport, DR3-Eval and/or DeepEval, offline, "
+                "reproducibly."),
+    LazyCommand("serve", "serve_cmd:serve_cmd",
+                "Answer Serper searches, Jina Reader reads and captured pages from bundles; "
+                "nothing\nis ever fetched from outside."),
+    LazyCommand("audit", "audit_cmd:audit_cmd",
+                "Show which captured bytes justified each verdict: the verdict, the judge's "
+                "answer\nand quote (from the ledger), and the evidence passages with URL, "
+                "capture time, WARC\nfile and record id, offsets and ledger key."),
+    LazyCommand("diff", "diff_cmd:diff_cmd",
+                "What differs between two runs: inputs (judges, bundles, options, rules, "
+                "prompts'\nsha256, retriever), then the scores and verdicts that moved, "
+                "largest first."),
+    LazyCommand("replay", "replay_cmd:replay_cmd",
+                "Re-evaluate RUN_DIR with judges answering only from its ledger and the "
+                "recorded\nretrieval (no model, no embedder), and check the per-report JSON, "
+                "retrieval records,\nrun.json and run.csv are byte-identical. Exit 0 when "
+                "identical, 3 naming the first\ndifference. With --recompute-retrieval, check "
+                "instead that this machine's embedder\nranks passages as the record says "
+                "(exit 3 listing each search that differs)."),
+    LazyCommand("rerun", "rerun_cmd:rerun_cmd",
+                "Evaluate RUN_DIR's inputs again N times with no ledger reuse (every question "
+                "goes\nto the judge) into RUN_DIR/reruns/<i>/, then report per dimension the "
+                "spread of the\nscores and every verdict that changed."),
+    LazyCommand("snapshot", "snapshot:app", "Capture web evidence into a bundle (online)."),
+    LazyCommand("bundle", "bundle_cmd:app", "Check, pack and inspect evidence bundles."),
+    LazyCommand("models", "models_cmd:app", "Local judge and embedding models."),
+    LazyCommand("report", "report_cmd:app", "Parse and inspect research reports."),
+    LazyCommand("aggregate", "aggregate_cmd:app", "Recompute a protocol's aggregates from scores."),
+    LazyCommand("import", "import_cmd:app", "Import benchmark tasks and corpora."),
 )
+
+
+class AmberGroup(LazyGroup):
+    lazy_commands = COMMANDS
+
 
 app = typer.Typer(
     name="amber",
+    cls=AmberGroup,
     no_args_is_help=True,
     add_completion=False,
     help="Amber: freeze the web evidence behind research reports, then score them offline.",
 )
-app.add_typer(snapshot.app, name="snapshot")
-app.add_typer(bundle_cmd.app, name="bundle")
-app.add_typer(models_cmd.app, name="models")
-app.add_typer(report_cmd.app, name="report")
-app.add_typer(aggregate_cmd.app, name="aggregate")
-app.add_typer(import_cmd.app, name="import")
-app.command("doctor")(models_cmd.doctor_cmd)
-app.command("judge-bench")(judge_bench_cmd.judge_bench_cmd)
-app.command("verify")(verify_cmd.verify_cmd)
-app.command("evaluate")(evaluate_cmd.evaluate_cmd)
-app.command("serve")(serve_cmd.serve_cmd)
-app.command("audit")(audit_cmd.audit_cmd)
-app.command("diff")(diff_cmd.diff_cmd)
-app.command("replay")(replay_cmd.replay_cmd)
 
 
 def _version(value: bool) -> None:

@@ -7,23 +7,38 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from ambereval.errors import AmberError
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-stdout = Console(highlight=False, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class LazyConsole:
+    """A rich ``Console`` made on first use: importing rich costs start-up time that
+    ``--json`` output and one-line errors never need."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console, name)
+
+
+stderr = LazyConsole(stderr=True, highlight=False, soft_wrap=True)
+stdout = LazyConsole(highlight=False, soft_wrap=True)
 
 
 def print_json(obj: Any) -> None:
@@ -58,9 +73,18 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
     if not enabled or not sys.stderr.isatty():
         yield lambda phase, done, total: None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=stderr, transient=True) as bar:
+    with Progress(*columns, console=stderr.console, transient=True) as bar:
         tasks: dict[str, Any] = {}
         lock = threading.Lock()  # workers report progress from their own threads
 

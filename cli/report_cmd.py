@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from ambereval.cli.output import handled, print_json, stdout
 from ambereval.engine.report import load_report
@@ -30,6 +29,8 @@ def inspect_cmd(
     if as_json:
         print_json(parsed.as_dict())
         return
+    from rich.table import Table  # the table view only: rich is slow to import
+
     table = Table(title=str(report), show_header=False)
     table.add_row("characters", str(len(parsed.text)))
     table.add_row("sections", str(len(parsed.sections)))

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from ambereval.cli.judge_options import (
     JudgeConcurrency,
@@ -78,6 +77,8 @@ def _render(summary: CaptureSummary, as_json: bool) -> None:
         return
     for note in summary.repaired:
         stdout.print(f"repaired: {note}")
+    from rich.table import Table  # the table view only: rich is slow to import
+
     table = Table(title=f"Bundle {summary.bundle}", show_header=False)
     for name in ("claims", "searches", "pages", "captured", "failed", "deduplicated",
                  "skipped", "bytes"):

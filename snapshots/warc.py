@@ -16,11 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from warcio.archiveiterator import ArchiveIterator
-from warcio.recordloader import ArcWarcRecord
-from warcio.statusandheaders import StatusAndHeaders
-from warcio.timeutils import datetime_to_iso_date
-from warcio.warcwriter import WARCWriter
+from ambereval.snapshots.warcio_without_fsspec import (
+    ArchiveIterator,
+    ArcWarcRecord,
+    StatusAndHeaders,
+    WARCWriter,
+    datetime_to_iso_date,
+)
 
 if TYPE_CHECKING:  # annotations only: reading a bundle needs no HTTP client
     from ambereval.snapshots.transport import Exchange
