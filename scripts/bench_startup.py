@@ -3,12 +3,14 @@
 For each command, in a fresh interpreter: the import time (sum of the top-level imports
 reported by ``python -X importtime``, interpreter start-up excluded), the CPU time (user +
 sys, less sensitive than wall time to other load on a shared machine) and the wall time
-of the whole command, and whether any of the model stack (torch, transformers,
-sentence-transformers, llama.cpp, FAISS) was imported. Medians of 3 runs. With
+of the whole command, whether any of the model stack (torch, transformers,
+sentence-transformers, llama.cpp, FAISS) was imported, and which of the other slow imports
+a command may avoid (typer's pydantic coercion, warcio's fsspec, rich, warcio itself, the
+command modules). Medians of 5 runs. With
 ``--before DIR`` the same for an older copy of the code side by side (DIR on PYTHONPATH,
 laid out as the package ``ambereval``). Then the cost of the model stack itself.
 
-    .venv/bin/python scripts/bench_startup.py [--before /tmp/old]
+    .venv/bin/python scripts/bench_startup.py [--before /tmp/old] [--skip-stack]
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from ambereval.snapshots import CaptureOptions, RetryPolicy, capture_urls  # noq
 
 from fakeweb import FakeWeb  # noqa: E402
 
-RUNS = 3
+RUNS = 5
 STACK = ("torch", "transformers", "sentence_transformers", "llama_cpp", "faiss")
+AVOIDABLE = ("pydantic", "fsspec", "rich", "warcio")
 PROBE = """
 import json, runpy, sys
 sys.argv = ["amber", *json.loads(sys.argv[1])]
@@ -39,8 +42,12 @@ try:
     runpy.run_module("ambereval.cli", run_name="__main__")
 except SystemExit:
     pass
+commands = sum(m.startswith("ambereval.cli.") and m.endswith(("_cmd", ".snapshot"))
+               for m in sys.modules)
 sys.stderr.write("\\nLOADED " + json.dumps(sorted(m for m in STACK if m in sys.modules)))
-""".replace("STACK", repr(STACK))
+sys.stderr.write("\\nALSO " + json.dumps(
+    [m for m in AVOIDABLE if m in sys.modules] + [f"{commands} command modules"]))
+""".replace("STACK", repr(STACK)).replace("AVOIDABLE", repr(AVOIDABLE))
 START_UP = ("site", "encodings", "_frozen_importlib_external", "zipimport", "codecs", "io",
             "abc", "_signal", "_abc", "stat", "posixpath", "genericpath", "os", "_sitebuiltins",
             "_distutils_hack", "__editable___amber_eval_0_1_0_finder")
@@ -72,19 +79,25 @@ def run_once(cmd: list[str], env: dict[str, str] | None) -> tuple[float, float, 
         return wall, usage.ru_utime + usage.ru_stime, err.read().decode()
 
 
-def measure(args: list[str], env: dict[str, str] | None = None,
-            ) -> tuple[float, float, float, list[str]]:
-    """Medians of (import s, CPU s, wall s) and the model-stack modules imported."""
-    imports, cpus, walls, loaded = [], [], [], []
+def measure(args: list[str], envs: list[dict[str, str] | None],
+            ) -> list[tuple[float, float, float, list[str], list[str]]]:
+    """For each environment: medians of (import s, CPU s, wall s), the model-stack modules
+    imported and the avoidable ones. The environments take turns run by run, so on a shared
+    machine each sees the same load."""
+    runs: list[list[tuple[float, float, str]]] = [[] for _ in envs]
     for _ in range(RUNS):
-        wall, cpu, err = run_once([sys.executable, "-X", "importtime", "-c", PROBE,
-                                   json.dumps(args)], env)
-        walls.append(wall)
-        cpus.append(cpu)
-        imports.append(import_seconds(err))
-        loaded = json.loads(err.rsplit("LOADED ", 1)[1])
-    return (statistics.median(imports), statistics.median(cpus), statistics.median(walls),
-            loaded)
+        for env, done in zip(envs, runs, strict=True):
+            done.append(run_once([sys.executable, "-X", "importtime", "-c", PROBE,
+                                  json.dumps(args)], env))
+    results = []
+    for done in runs:
+        err = done[-1][2]
+        loaded = json.loads(err.rsplit("LOADED ", 1)[1].split("\n", 1)[0])
+        also = json.loads(err.rsplit("ALSO ", 1)[1])
+        results.append((statistics.median(import_seconds(r[2]) for r in done),
+                        statistics.median(r[1] for r in done),
+                        statistics.median(r[0] for r in done), loaded, also))
+    return results
 
 
 def bundle_for_bench(where: Path) -> Path:
@@ -102,6 +115,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--before", type=Path, help="PYTHONPATH of an older copy of the "
                         "code laid out as the package ambereval, measured side by side")
+    parser.add_argument("--skip-stack", action="store_true",
+                        help="do not time the model stack itself (~10 s of CPU)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         bundle = str(bundle_for_bench(Path(tmp)))
@@ -114,15 +129,18 @@ def main() -> None:
         for cmd in commands:
             name = "amber " + " ".join(a if not a.startswith("/") else Path(a).name
                                        for a in cmd)
-            imp, cpu, wall, loaded = measure(cmd)
-            line = (f"{name:<30} import {imp:.3f} s, CPU {cpu:.3f} s, wall {wall:.3f} s, "
-                    f"model stack: {', '.join(loaded) or 'none'}")
+            envs: list[dict[str, str] | None] = [None]
             if args.before:
-                env = {**os.environ, "PYTHONPATH": str(args.before)}
-                b_imp, b_cpu, b_wall, b_loaded = measure(cmd, env)
-                line += (f"  | before: import {b_imp:.3f} s, CPU {b_cpu:.3f} s, wall "
-                         f"{b_wall:.3f} s, model stack: {', '.join(b_loaded) or 'none'}")
-            print(line, flush=True)
+                envs.append({**os.environ, "PYTHONPATH": str(args.before)})
+            lines = []
+            for label, (imp, cpu, wall, loaded, also) in zip(
+                    (name, "  before"), measure(cmd, envs), strict=False):
+                lines.append(f"{label:<36} import {imp:.3f} s, CPU {cpu:.3f} s, wall "
+                             f"{wall:.3f} s, model stack: {', '.join(loaded) or 'none'}; "
+                             f"also {', '.join(also)}")
+            print("\n".join(lines), flush=True)
+    if args.skip_stack:
+        return
     stack = [run_once([sys.executable, "-c",
                        "import torch, sentence_transformers, llama_cpp, faiss"], None)
              for _ in range(3)]
