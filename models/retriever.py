@@ -74,9 +74,7 @@ class RetrieverSpec:
         if self.kind == "hybrid":
             out.update({"fusion": "rrf", "rrf_k": self.rrf_k, "depth": self.depth})
         if self.uses_dense():
-            out["index"] = {"ann_threshold": self.index.ann_threshold,
-                            "nlist": self.index.nlist or "auto",
-                            "nprobe": self.index.nprobe or "auto", "seed": self.index.seed}
+            out["index"] = self.index.as_dict()
         if self.uses_bm25():
             out["bm25"] = self.bm25.as_dict()
         return out

@@ -1,12 +1,18 @@
-"""Dense retrieval with FAISS: exact below a size threshold, IVF above it.
+"""Dense retrieval with FAISS: exact below a size threshold, HNSW above it.
 
 - Up to ``IndexSpec.ann_threshold`` chunks (20,000 by default) the index is exact
   (``IndexFlatIP`` over normalised vectors, cosine = inner product).
-- Above it, an inverted-file index (``IndexIVFFlat``): ``nlist`` k-means cells trained on
-  a fixed-seed sample of the vectors, ``nprobe`` cells scanned per query. Training and
-  adding are deterministic (seeded sample, seeded k-means), so the same chunks and the
-  same embedder give the same index bytes; ``nprobe`` trades recall against exact
-  search for speed (scripts/bench_retrieval.py measures both).
+- Above it, a graph index (``IndexHNSWFlat``, inner product): ``M`` links a node,
+  ``ef_construction`` candidates while building, ``ef_search`` candidates per query. The
+  vectors are stored uncompressed, so every returned score is exact; only the
+  neighbourhood search is approximate. The graph is built on ONE OpenMP thread (FAISS
+  inserts nodes in parallel otherwise, and the result then depends on thread timing), in
+  chunk-id order, with FAISS's fixed level seed: the same chunks and the same embedder
+  give the same index bytes. ``ef_search`` trades recall against speed; the default
+  grows with the corpus (scripts/bench_retrieval.py measures the trade-off and the
+  README reports it).
+- Indexes recorded by older runs as ``IndexIVFFlat`` (nlist k-means cells on a seeded
+  sample, nprobe cells scanned per query) are still rebuilt exactly for a replay.
 - A search limited to some captures (``captures=``) is always exact: the allowed vectors
   are scored directly, so an approximate index never loses a page's own passages.
 
@@ -16,7 +22,6 @@ beside a manifest (embedder id and hash, chunking parameters, chunk count and di
 index type and parameters) and is reused only when the manifest matches; otherwise it
 is rebuilt. :meth:`VectorIndex.identity` is what summaries and run manifests record.
 """
-
 from __future__ import annotations
 
 import json
@@ -58,28 +63,46 @@ class Hit:
     rank: int
 
 
+APPROXIMATE_TYPES = ("IndexHNSWFlat", "IndexIVFFlat")
+
+
 @dataclass(frozen=True)
 class IndexSpec:
     """How the dense index is built; every field is recorded in the manifest.
 
-    ``nlist``/``nprobe`` of 0 mean "derived from the chunk count": nlist = the power of
-    two nearest to 4·sqrt(n) (at least 64), nprobe = nlist / 8 between 32 and 256.
-    Measured recall@5 against exact search (README, Benchmarks): 0.991 on real MiniLM
-    embeddings (16,868 WiCE sentences, forced IVF), but only 0.884 at 100,000 vectors drawn
-    from a Gaussian fitted to them -- short of the 0.99 target there; see the README.
+    ``approximate`` is the index type above ``ann_threshold``: ``IndexHNSWFlat`` (the
+    default) or ``IndexIVFFlat`` (what runs before HNSW recorded; kept for replays).
+    HNSW: ``ef_search`` 0 means "derived from the chunk count" (:func:`auto_ef_search`).
+    IVF: ``nlist``/``nprobe`` of 0 mean derived: nlist = the power of two nearest to
+    4·sqrt(n) (at least 64), nprobe = nlist / 8 between 32 and 256.
+    Measured recall@5 against exact search and latencies: README, "Benchmarks".
     """
 
     ann_threshold: int = 20_000
+    approximate: str = "IndexHNSWFlat"
+    hnsw_m: int = 32
+    ef_construction: int = 40
+    ef_search: int = 0
     nlist: int = 0
     nprobe: int = 0
     train_per_cell: int = 40
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.approximate not in APPROXIMATE_TYPES:
+            raise ValueError(f"unknown approximate index type {self.approximate!r}")
 
     def resolve(self, count: int) -> dict[str, Any]:
         """The concrete index type and parameters for ``count`` chunks."""
         if count <= self.ann_threshold:
             return {"type": "IndexFlatIP", "metric": "inner_product",
                     "ann_threshold": self.ann_threshold}
+        if self.approximate == "IndexHNSWFlat":
+            return {"type": "IndexHNSWFlat", "metric": "inner_product",
+                    "ann_threshold": self.ann_threshold, "M": self.hnsw_m,
+                    "ef_construction": self.ef_construction,
+                    "ef_search": self.ef_search or auto_ef_search(count),
+                    "build_threads": 1, "insert_order": "chunk_id"}
         nlist = self.nlist or max(64, 2 ** round(math.log2(4 * math.sqrt(count))))
         nlist = min(nlist, max(1, count // 39))  # FAISS wants >= 39 training points a cell
         nprobe = min(nlist, self.nprobe or min(256, max(32, nlist // 8)))
@@ -87,14 +110,38 @@ class IndexSpec:
                 "ann_threshold": self.ann_threshold, "nlist": nlist, "nprobe": nprobe,
                 "train_sample": min(count, nlist * self.train_per_cell), "seed": self.seed}
 
+    def as_dict(self) -> dict[str, Any]:
+        """The parameters that do not depend on the corpus (for a run manifest)."""
+        out: dict[str, Any] = {"ann_threshold": self.ann_threshold,
+                               "approximate": self.approximate}
+        if self.approximate == "IndexHNSWFlat":
+            out.update({"M": self.hnsw_m, "ef_construction": self.ef_construction,
+                        "ef_search": self.ef_search or "auto"})
+        else:
+            out.update({"nlist": self.nlist or "auto", "nprobe": self.nprobe or "auto",
+                        "seed": self.seed})
+        return out
+
     @classmethod
     def from_identity(cls, identity: dict[str, Any]) -> IndexSpec:
         """The spec that rebuilds an index recorded by :meth:`VectorIndex.identity`."""
         params = identity.get("params", identity)
+        threshold = int(params.get("ann_threshold", cls.ann_threshold))
+        if params.get("type") == "IndexHNSWFlat":
+            return cls(ann_threshold=threshold, hnsw_m=int(params["M"]),
+                       ef_construction=int(params["ef_construction"]),
+                       ef_search=int(params["ef_search"]))
         if params.get("type") == "IndexIVFFlat":
-            return cls(ann_threshold=int(params["ann_threshold"]), nlist=int(params["nlist"]),
-                       nprobe=int(params["nprobe"]), seed=int(params.get("seed", 0)))
-        return cls(ann_threshold=int(params.get("ann_threshold", cls.ann_threshold)))
+            return cls(ann_threshold=threshold, approximate="IndexIVFFlat",
+                       nlist=int(params["nlist"]), nprobe=int(params["nprobe"]),
+                       seed=int(params.get("seed", 0)))
+        return cls(ann_threshold=threshold)
+
+
+def auto_ef_search(count: int) -> int:
+    """HNSW candidates per query for ``count`` chunks (chosen from the measurements
+    of scripts/bench_retrieval.py; README, "Benchmarks")."""
+    return 128 if count <= 200_000 else 256
 
 
 def _build_faiss(vectors: np.ndarray, dim: int, params: dict[str, Any]) -> Any:
@@ -103,6 +150,17 @@ def _build_faiss(vectors: np.ndarray, dim: int, params: dict[str, Any]) -> Any:
         index = faiss.IndexFlatIP(dim)
         if len(vectors):
             index.add(vectors)
+        return index
+    if params["type"] == "IndexHNSWFlat":
+        index = faiss.IndexHNSWFlat(dim, int(params["M"]), faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = int(params["ef_construction"])
+        index.hnsw.efSearch = int(params["ef_search"])
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)  # parallel insertion is not reproducible
+        try:
+            index.add(vectors)
+        finally:
+            faiss.omp_set_num_threads(threads)
         return index
     quantizer = faiss.IndexFlatIP(dim)
     index = faiss.IndexIVFFlat(quantizer, dim, params["nlist"], faiss.METRIC_INNER_PRODUCT)
@@ -138,6 +196,8 @@ class VectorIndex:
         if self.params["type"] == "IndexIVFFlat":
             self.index.nprobe = self.params["nprobe"]
             self.index.make_direct_map()  # reconstruct() for exact filtered searches
+        elif self.params["type"] == "IndexHNSWFlat":
+            self.index.hnsw.efSearch = int(self.params["ef_search"])
         self._by_capture: dict[str, list[int]] = {}
         for pos, chunk in enumerate(self.chunks):
             self._by_capture.setdefault(chunk.capture_id, []).append(pos)

@@ -1,26 +1,36 @@
 """Retrieval benchmarks, measured in one run:
 
-1. embedding throughput (passages/s) of the default embedder on real passages;
+1. embedding throughput (passages/s) of the default embedder on real passages (the WiCE
+   embeddings themselves are cached outside the repo, ~/.cache/amber/bench);
 2. FAISS search latency p50/p95, exact (IndexFlatIP) vs the approximate index Amber
-   builds above its threshold (IndexIVFFlat), side by side, with the approximate index's
-   recall@5 against exact search, at 100,000 and 1,000,000 chunks. Vectors are synthetic
-   but shaped like real ones: drawn from a Gaussian with the mean and covariance of the
-   MiniLM embeddings of WiCE's sentences, then normalised (uniformly random vectors
-   have no neighbourhood structure and would misrepresent any approximate index);
-   queries are drawn the same way. The recall on the real WiCE embeddings is printed too;
+   builds above its threshold (IndexHNSWFlat; ``--ivf`` adds the IVF index earlier runs
+   used), side by side on the same queries, one query at a time on one thread, with the
+   approximate index's recall@5 against exact search and its build time. HNSW is built
+   once per case and searched at several efSearch values (``--ef-search``; Amber's
+   default for that size is marked). Cases (``--data``):
+   - real: the MiniLM embeddings of WiCE's 16,868 sentences, WiCE claims as queries;
+   - perturbed: those embeddings, then copies of them plus noise shaped like their own
+     spread (``--sigma`` times it) up to each size -- corpus-like: many near-paraphrases
+     around real sentences; WiCE claims as queries;
+   - gaussian: draws from a Gaussian with the mean and covariance of the real embeddings,
+     normalised, queries drawn the same way -- no neighbourhood structure at all, the
+     worst case for any approximate index (uniformly random vectors would be worse
+     still, and unlike any text);
 3. quality and speed of the retrievers on WiCE from ../shared/data: for each claim, rank
    the sentences of its cited page; gold = the sentences annotators marked as evidence.
    Dense (MiniLM + FAISS), BM25 (rank-bm25, the retriever DR3-Eval uses; and bm25s as
    Amber runs it) and hybrid (Amber's Retriever: reciprocal rank fusion of the two).
    Reports recall@5 and MRR.
 
-    .venv/bin/python scripts/bench_retrieval.py [--sizes 100000,1000000] [--skip-scale]
+    .venv/bin/python scripts/bench_retrieval.py [--sizes 100000,1000000]
+        [--data real,perturbed,gaussian] [--ivf] [--skip-scale] [--skip-quality]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import time
@@ -32,12 +42,16 @@ from rank_bm25 import BM25Okapi
 
 from ambereval.models import Chunk, Embedder, Retriever, RetrieverSpec, VectorIndex
 from ambereval.models.bm25 import Bm25Index
+from ambereval.models.canonical import content_key
 from ambereval.models.vector_index import IndexSpec
 
 WICE = (Path(__file__).resolve().parents[2] / "shared" / "data" / "entailment" / "wice"
         / "oracle_chunks_claim_dev.jsonl")
 _TOKEN = re.compile(r"\w+")
 QUERIES = 300
+THROUGHPUT_SAMPLE = 1_000
+SIGMA = 0.5
+CACHE = Path.home() / ".cache" / "amber" / "bench"
 
 
 def tokens(text: str) -> list[str]:
@@ -57,6 +71,21 @@ def wice_cases() -> list[tuple[str, list[str], set[int]]]:
     return cases
 
 
+def cached_embeddings(embedder: Embedder, texts: list[str], cache: Path) -> np.ndarray:
+    """``embedder.embed(texts)``, kept in ``cache`` (outside the repo) under a key of the
+    embedder's identity and the texts, so a rerun does not spend minutes re-embedding."""
+    key = content_key([embedder.identity(), texts])
+    path = cache / f"embeddings-{key[:32]}.npy"
+    if path.is_file():
+        return np.load(path)
+    vectors = embedder.embed(texts)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+    np.save(tmp, vectors)
+    os.replace(tmp, path)
+    return vectors
+
+
 def score(ranked: list[int], gold: set[int]) -> tuple[float, float]:
     recall = len(set(ranked[:5]) & gold) / len(gold)
     rr = next((1 / (r + 1) for r, i in enumerate(ranked) if i in gold), 0.0)
@@ -64,7 +93,8 @@ def score(ranked: list[int], gold: set[int]) -> tuple[float, float]:
 
 
 class Shaped:
-    """Normalised draws from a Gaussian fitted to real embeddings."""
+    """Normalised draws from a Gaussian fitted to real embeddings: no cluster structure
+    at all, the worst case for an approximate index."""
 
     def __init__(self, real: np.ndarray, seed: int = 0) -> None:
         self.mean = real.mean(axis=0)
@@ -73,14 +103,45 @@ class Shaped:
         self.basis = (vectors * np.sqrt(np.clip(values, 0, None))).T.astype(np.float32)
         self.rng = np.random.default_rng(seed)
 
+    def noise(self, m: int) -> np.ndarray:
+        z = self.rng.standard_normal((m, len(self.mean)), dtype=np.float32)
+        return z @ self.basis
+
     def draw(self, n: int) -> np.ndarray:
         out = np.empty((n, len(self.mean)), dtype=np.float32)
         for start in range(0, n, 100_000):
             m = min(100_000, n - start)
-            z = self.rng.standard_normal((m, len(self.mean)), dtype=np.float32)
-            out[start:start + m] = z @ self.basis + self.mean
+            out[start:start + m] = self.noise(m) + self.mean
         faiss.normalize_L2(out)
         return out
+
+
+class Perturbed(Shaped):
+    """Corpus-like vectors: every real embedding, then copies of real embeddings (drawn
+    in turn) plus ``sigma`` times noise shaped like the real spread, normalised -- many
+    near-paraphrases around each real sentence, as pages quoting each other give."""
+
+    def __init__(self, real: np.ndarray, sigma: float, seed: int = 0) -> None:
+        super().__init__(real, seed)
+        self.real = real
+        self.sigma = sigma
+
+    def draw(self, n: int) -> np.ndarray:
+        out = np.empty((n, len(self.mean)), dtype=np.float32)
+        head = min(n, len(self.real))
+        out[:head] = self.real[:head]
+        for start in range(head, n, 100_000):
+            m = min(100_000, n - start)
+            source = self.real[self.rng.integers(0, len(self.real), size=m)]
+            out[start:start + m] = source + self.sigma * self.noise(m)
+        faiss.normalize_L2(out)
+        return out
+
+    def similarity_to_source(self, m: int = 2_000) -> float:
+        source = self.real[:m]
+        copy = source + self.sigma * self.noise(len(source))
+        faiss.normalize_L2(copy)
+        return float(np.mean(np.sum(copy * source, axis=1)))
 
 
 def latencies(index: VectorIndex, queries: np.ndarray, k: int = 5) -> tuple[list[float], list]:
@@ -98,30 +159,79 @@ def p(lat: list[float], q: float) -> float:
     return lat[min(len(lat) - 1, int(len(lat) * q))]
 
 
-def compare(data: np.ndarray, queries: np.ndarray, label: str) -> None:
+def recall_at(found: list, truth: list) -> float:
+    return statistics.mean(len(set(a) & set(e)) / len(e)
+                           for a, e in zip(found, truth, strict=True) if e)
+
+
+def compare(data: np.ndarray, queries: np.ndarray, label: str, sweep: list[int],
+            ivf: bool, log: Path | None) -> None:
+    """Exact vs the approximate index Amber builds at this size, same queries, one run;
+    HNSW is built once and searched at every ``ef_search`` of ``sweep`` (a search-time
+    setting: the graph does not change)."""
     size, dim = data.shape
     chunks = [Chunk(f"c:{i:07d}", f"cap-{i % 500}", 0, 1, "", "") for i in range(size)]
     exact = VectorIndex(chunks, data, {"dim": dim, "index": IndexSpec().resolve(0)})
     lat_e, found_e = latencies(exact, queries)
     del exact
-    params = IndexSpec(ann_threshold=0).resolve(size)  # the IVF Amber builds above 20,000
-    t = time.perf_counter()
-    approx = VectorIndex(chunks, data, {"dim": dim, "index": params})
-    built = time.perf_counter() - t
-    lat_a, found_a = latencies(approx, queries)
-    recall = statistics.mean(len(set(a) & set(e)) / len(e)
-                             for a, e in zip(found_a, found_e, strict=True) if e)
-    print(f"{size:>9,} chunks ({label}): exact p50 {statistics.median(lat_e):6.2f} ms, "
-          f"p95 {p(lat_e, 0.95):6.2f} ms | IVF nlist {params['nlist']} nprobe "
-          f"{params['nprobe']}: p50 {statistics.median(lat_a):5.2f} ms, p95 "
-          f"{p(lat_a, 0.95):5.2f} ms, recall@5 vs exact {recall:.4f} "
-          f"(built in {built:.0f} s)")
+    print(f"{size:>9,} chunks ({label}): exact IndexFlatIP p50 "
+          f"{statistics.median(lat_e):6.2f} ms, p95 {p(lat_e, 0.95):6.2f} ms", flush=True)
+    specs = [IndexSpec(ann_threshold=0)] + \
+        ([IndexSpec(ann_threshold=0, approximate="IndexIVFFlat")] if ivf else [])
+    for spec in specs:
+        params = spec.resolve(size)
+        t, cpu = time.perf_counter(), time.process_time()
+        approx = VectorIndex(chunks, data, {"dim": dim, "index": params})
+        built, built_cpu = time.perf_counter() - t, time.process_time() - cpu
+        if params["type"] == "IndexHNSWFlat":
+            settings = sorted(set(sweep) | {params["ef_search"]})
+            name = f"HNSW M {params['M']} efConstruction {params['ef_construction']}"
+        else:
+            settings = [params["nprobe"]]
+            name = f"IVF nlist {params['nlist']}"
+        print(f"{'':>11}{name}: built in {built:.0f} s ({built_cpu:.0f} s CPU)", flush=True)
+        for setting in settings:
+            if params["type"] == "IndexHNSWFlat":
+                approx.index.hnsw.efSearch = setting
+                knob, default = "efSearch", params["ef_search"]
+            else:
+                knob, default = "nprobe", params["nprobe"]
+            lat_a, found_a = latencies(approx, queries)
+            recall = recall_at(found_a, found_e)
+            mark = "  <- default" if setting == default else ""
+            print(f"{'':>13}{knob} {setting:>4}: p50 {statistics.median(lat_a):5.2f} ms, "
+                  f"p95 {p(lat_a, 0.95):5.2f} ms, recall@5 vs exact {recall:.4f}{mark}",
+                  flush=True)
+            if log is not None:
+                with log.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps({
+                        "size": size, "data": label, "type": params["type"], knob: setting,
+                        "default": setting == default, "recall_at_5": round(recall, 4),
+                        "p50_ms": round(statistics.median(lat_a), 3),
+                        "p95_ms": round(p(lat_a, 0.95), 3),
+                        "exact_p50_ms": round(statistics.median(lat_e), 3),
+                        "exact_p95_ms": round(p(lat_e, 0.95), 3),
+                        "build_s": round(built, 1), "build_cpu_s": round(built_cpu, 1),
+                        "queries": len(queries)}, sort_keys=True) + "\n")
+        del approx
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--data", default="real,perturbed,gaussian",
+                        help="scale cases: real (WiCE as is), perturbed, gaussian")
+    parser.add_argument("--sigma", type=float, default=SIGMA,
+                        help="noise of the perturbed copies (times the real spread)")
+    parser.add_argument("--ef-search", default="32,64,128,256",
+                        help="HNSW efSearch values measured besides Amber's default")
+    parser.add_argument("--ivf", action="store_true",
+                        help="also measure the IVF index earlier runs used")
+    parser.add_argument("--log", type=Path, help="append every measured row as JSON here")
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--cache", type=Path, default=CACHE,
+                        help="where WiCE embeddings are kept between runs")
     args = parser.parse_args()
     faiss.omp_set_num_threads(1)  # one query at a time, as verification searches
     embedder = Embedder()
@@ -129,21 +239,36 @@ def main() -> None:
     passages = [s for _, sents, _ in cases for s in sents]
     embedder.embed(passages[:64])  # warm-up
     start = time.perf_counter()
-    vectors = embedder.embed(passages)
+    embedder.embed(passages[:THROUGHPUT_SAMPLE])
     elapsed = time.perf_counter() - start
-    print(f"embedding: {len(passages) / elapsed:,.0f} passages/s "
-          f"({len(passages)} WiCE sentences, {embedder.name}, CPU)")
-    claims = embedder.embed([c for c, _, _ in cases])
+    print(f"embedding: {THROUGHPUT_SAMPLE / elapsed:,.0f} passages/s "
+          f"({THROUGHPUT_SAMPLE} of {len(passages)} WiCE sentences, {embedder.name}, CPU)",
+          flush=True)
+    vectors = cached_embeddings(embedder, passages, args.cache)
+    claims = cached_embeddings(embedder, [c for c, _, _ in cases], args.cache)
 
     if not args.skip_scale:
+        kinds = args.data.split(",")
+        sweep = [int(v) for v in args.ef_search.split(",") if v]
         rng = np.random.default_rng(0)
         pick = rng.choice(len(claims), size=min(QUERIES, len(claims)), replace=False)
-        compare(vectors, claims[pick], "real WiCE sentence embeddings, claims as queries")
-        shaped = Shaped(vectors)
+        if "real" in kinds:
+            compare(vectors, claims[pick], "real WiCE sentences, claims as queries", sweep,
+                    args.ivf, args.log)
         for size in (int(s) for s in args.sizes.split(",")):
-            data = shaped.draw(size)
-            compare(data, shaped.draw(QUERIES), "shaped synthetic")
-            del data
+            if "perturbed" in kinds:
+                perturbed = Perturbed(vectors, args.sigma)
+                label = (f"perturbed real, sigma {args.sigma} (cos to source "
+                         f"{perturbed.similarity_to_source():.2f}), claims as queries")
+                compare(perturbed.draw(size), claims[pick], label, sweep, args.ivf, args.log)
+            if "gaussian" in kinds:
+                shaped = Shaped(vectors)
+                data = shaped.draw(size)
+                compare(data, shaped.draw(QUERIES), "fitted Gaussian", sweep, args.ivf,
+                        args.log)
+                del data
+    if args.skip_quality:
+        return
 
     lookup = {c: claims[i] for i, (c, _, _) in enumerate(cases)}
 

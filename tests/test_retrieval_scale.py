@@ -1,7 +1,9 @@
-"""The FAISS index above its size threshold: IVF, deterministic, recall vs exact, recorded.
+"""The FAISS index above its size threshold: HNSW (IVF for old runs' replays),
+deterministic, recall vs exact, recorded.
 
-Vectors are synthetic (a fixed-seed Gaussian with a decaying spectrum, normalised): the
-index is under test, not the embedder. Sizes are small so the tests stay quick; the
+Vectors are synthetic (fixed seeds, normalised): an unstructured Gaussian with a decaying
+spectrum, and a structured set of "pages" (sentences scattered around a topic vector).
+The index is under test, not the embedder. Sizes are small so the tests stay quick; the
 thresholds are lowered to match.
 """
 
@@ -14,7 +16,7 @@ import numpy as np
 import pytest
 
 from ambereval.models import Chunk, VectorIndex
-from ambereval.models.vector_index import IndexSpec
+from ambereval.models.vector_index import IndexSpec, auto_ef_search
 
 DIM = 48
 
@@ -24,6 +26,15 @@ def vectors(n: int, seed: int = 0) -> np.ndarray:
     spectrum = (np.arange(1, DIM + 1) ** -0.6).astype(np.float32)
     x = rng.standard_normal((n, DIM)).astype(np.float32) * spectrum
     return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def clustered(n: int, topics: int = 300, seed: int = 0) -> np.ndarray:
+    """``n`` vectors around ``topics`` random directions (a corpus of pages on topics)."""
+    rng = np.random.default_rng(seed)
+    centres = vectors(topics, seed=seed + 100)
+    x = centres[rng.integers(0, topics, size=n)] + \
+        0.25 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
 def chunks(n: int) -> list[Chunk]:
@@ -46,50 +57,99 @@ class TableEncoder:
 
 
 SPEC = IndexSpec(ann_threshold=1_000)
+IVF = IndexSpec(ann_threshold=1_000, approximate="IndexIVFFlat")
 
 
-def ivf(n: int = 6_000, spec: IndexSpec = SPEC) -> tuple[VectorIndex, np.ndarray]:
-    data = vectors(n)
-    cs = chunks(n)
+def approx(n: int = 6_000, spec: IndexSpec = SPEC, data: np.ndarray | None = None,
+           ) -> tuple[VectorIndex, np.ndarray]:
+    data = vectors(n) if data is None else data
+    cs = chunks(len(data))
     manifest = VectorIndex.manifest_for(cs, TableEncoder(data), {}, DIM, spec)
     return VectorIndex(cs, data, manifest), data
 
 
-def test_spec_is_exact_below_the_threshold_and_ivf_above() -> None:
+def exact_of(data: np.ndarray) -> VectorIndex:
+    return VectorIndex(chunks(len(data)), data, {"dim": DIM, "index": IndexSpec().resolve(10)})
+
+
+def recall_at_5(index: VectorIndex, exact: VectorIndex, queries: np.ndarray) -> float:
+    return float(np.mean([len({h.chunk.chunk_id for h in index.search(q, 5)}
+                              & {h.chunk.chunk_id for h in exact.search(q, 5)}) / 5
+                          for q in queries]))
+
+
+def test_spec_is_exact_below_the_threshold_and_hnsw_above() -> None:
     assert IndexSpec().resolve(20_000)["type"] == "IndexFlatIP"
     big = IndexSpec().resolve(100_000)
-    assert big == {"type": "IndexIVFFlat", "metric": "inner_product", "ann_threshold": 20_000,
-                   "nlist": 1024, "nprobe": 128, "train_sample": 40_960, "seed": 0}
-    assert (IndexSpec().resolve(1_000_000)["nlist"], IndexSpec().resolve(1_000_000)["nprobe"]) \
-        == (4096, 256)
+    assert big == {"type": "IndexHNSWFlat", "metric": "inner_product",
+                   "ann_threshold": 20_000, "M": 32, "ef_construction": 40,
+                   "ef_search": auto_ef_search(100_000), "build_threads": 1,
+                   "insert_order": "chunk_id"}
+    assert auto_ef_search(1_000_000) >= auto_ef_search(100_000) >= 64
     assert IndexSpec.from_identity({"params": big}).resolve(100_000) == big
     assert IndexSpec.from_identity({"params": IndexSpec().resolve(10)}) == IndexSpec()
+    assert IndexSpec(ef_search=99).resolve(50_000)["ef_search"] == 99
+    assert IndexSpec().as_dict() == {"ann_threshold": 20_000, "approximate": "IndexHNSWFlat",
+                                     "M": 32, "ef_construction": 40, "ef_search": "auto"}
+    with pytest.raises(ValueError, match="IndexLSH"):
+        IndexSpec(approximate="IndexLSH")
+
+
+def test_old_ivf_identities_still_replay() -> None:
+    """Runs recorded before HNSW name IndexIVFFlat: the replay rebuilds that index."""
+    old = {"type": "IndexIVFFlat", "metric": "inner_product", "ann_threshold": 20_000,
+           "nlist": 1024, "nprobe": 128, "train_sample": 40_960, "seed": 0}
+    assert IVF.resolve(1_000_000)["nlist"] == 4096
+    assert IndexSpec.from_identity({"params": old}).resolve(100_000) == old
+    assert IVF.as_dict() == {"ann_threshold": 1_000, "approximate": "IndexIVFFlat",
+                             "nlist": "auto", "nprobe": "auto", "seed": 0}
+
+
+def test_hnsw_recall_against_exact_is_at_least_0_99_on_a_structured_set() -> None:
+    data = clustered(6_000)
+    index, _ = approx(data=data)
+    assert index.identity()["type"] == "IndexHNSWFlat"
+    queries = clustered(200, seed=1)  # other sentences on the same topics
+    assert recall_at_5(index, exact_of(data), queries) >= 0.99
+
+
+def test_hnsw_recall_on_unstructured_vectors() -> None:
+    index, data = approx()
+    assert recall_at_5(index, exact_of(data), vectors(200, seed=1)) >= 0.99
 
 
 def test_ivf_recall_against_exact_is_at_least_0_99() -> None:
-    index, data = ivf()
+    index, data = approx(spec=IVF)
     assert index.identity()["type"] == "IndexIVFFlat"
-    exact = VectorIndex(chunks(len(data)), data, {"dim": DIM, "index": IndexSpec().resolve(10)})
-    queries = vectors(200, seed=1)
-    found = [len({h.chunk.chunk_id for h in index.search(q, 5)}
-                 & {h.chunk.chunk_id for h in exact.search(q, 5)}) / 5 for q in queries]
-    assert float(np.mean(found)) >= 0.99
+    assert recall_at_5(index, exact_of(data), vectors(200, seed=1)) >= 0.99
 
 
-def test_ivf_build_is_deterministic(tmp_path: Path) -> None:
-    first, _ = ivf()
-    second, _ = ivf()
+@pytest.mark.parametrize("spec", [SPEC, IVF], ids=["hnsw", "ivf"])
+def test_build_is_deterministic(tmp_path: Path, spec: IndexSpec) -> None:
+    """Same vectors, same index bytes -- also when FAISS may use several threads (HNSW
+    inserts on one thread whatever the setting, which is restored afterwards)."""
+    faiss = pytest.importorskip("faiss")
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(2)
+    try:
+        first, _ = approx(n=4_000, spec=spec)
+        assert faiss.omp_get_max_threads() == 2
+        faiss.omp_set_num_threads(1)
+        second, _ = approx(n=4_000, spec=spec)
+    finally:
+        faiss.omp_set_num_threads(before)
     first.save(tmp_path / "a")
     second.save(tmp_path / "b")
     assert (tmp_path / "a" / "index.faiss").read_bytes() == \
         (tmp_path / "b" / "index.faiss").read_bytes()
-    q = vectors(1, seed=7)[0]
-    assert first.search(q, 5) == second.search(q, 5)
+    for q in vectors(10, seed=7):
+        assert first.search(q, 5) == second.search(q, 5)
 
 
-def test_filtered_search_is_exact_on_an_ivf_index() -> None:
-    index, data = ivf()
-    exact = VectorIndex(chunks(len(data)), data, {"dim": DIM, "index": IndexSpec().resolve(10)})
+@pytest.mark.parametrize("spec", [SPEC, IVF], ids=["hnsw", "ivf"])
+def test_filtered_search_is_exact_on_an_approximate_index(spec: IndexSpec) -> None:
+    index, data = approx(spec=spec)
+    exact = exact_of(data)
     for q in vectors(20, seed=2):
         pages = {"cap-003", "cap-050"}
         got = index.search(q, 5, captures=pages)
@@ -98,12 +158,14 @@ def test_filtered_search_is_exact_on_an_ivf_index() -> None:
         assert {h.chunk.capture_id for h in got} <= pages
 
 
-def test_ties_are_broken_by_chunk_id_on_an_ivf_index() -> None:
+@pytest.mark.parametrize("spec", [SPEC, IVF], ids=["hnsw", "ivf"])
+def test_ties_are_broken_by_chunk_id_on_an_approximate_index(spec: IndexSpec) -> None:
     data = vectors(3_000)
     data[2_000:2_010] = data[5]  # ten copies of chunk 5's vector
     cs = chunks(3_000)
     index = VectorIndex(cs, data, VectorIndex.manifest_for(cs, TableEncoder(data), {}, DIM,
-                                                           SPEC))
+                                                           spec))
+    assert index.identity()["type"] == spec.approximate
     hits = index.search(data[5], 8)
     tied = sorted([cs[5].chunk_id] + [c.chunk_id for c in cs[2_000:2_010]])
     assert [h.chunk.chunk_id for h in hits] == tied[:8]
@@ -116,17 +178,22 @@ def test_index_type_and_parameters_are_recorded_and_reused(tmp_path: Path) -> No
     built, reused = VectorIndex.load_or_build(tmp_path, cs, encoder, {"rule": "x"}, SPEC)
     assert not reused
     params = built.identity()["params"]
-    assert params["type"] == "IndexIVFFlat" and params["nprobe"] >= 32
+    assert params == {**SPEC.resolve(3_000), "type": "IndexHNSWFlat"}
+    assert built.index.hnsw.efSearch == params["ef_search"]
     again, reused = VectorIndex.load_or_build(tmp_path, cs, encoder, {"rule": "x"}, SPEC)
     assert reused and again.identity() == built.identity()
+    assert again.index.hnsw.efSearch == params["ef_search"]
     q = vectors(1, seed=3)[0]
     assert again.search(q, 5) == built.search(q, 5)
     replay = IndexSpec.from_identity(built.identity())
     _, reused = VectorIndex.load_or_build(tmp_path, cs, encoder, {"rule": "x"}, replay)
     assert reused  # the recorded identity rebuilds the same index: the cache matches
-    other = IndexSpec(ann_threshold=1_000, nprobe=params["nprobe"] * 2)
+    other = IndexSpec(ann_threshold=1_000, ef_search=params["ef_search"] * 2)
     changed, reused = VectorIndex.load_or_build(tmp_path, cs, encoder, {"rule": "x"}, other)
-    assert not reused and changed.identity()["params"]["nprobe"] == params["nprobe"] * 2
+    assert not reused and changed.identity()["params"]["ef_search"] == params["ef_search"] * 2
+    assert changed.index.hnsw.efSearch == params["ef_search"] * 2
+    ivf, reused = VectorIndex.load_or_build(tmp_path, cs, encoder, {"rule": "x"}, IVF)
+    assert not reused and ivf.identity()["type"] == "IndexIVFFlat"
 
 
 @pytest.mark.parametrize("n", [0, 1, 5])
