@@ -51,6 +51,7 @@ class FakeJudgeServer:
                  retry_after: float = 0.05, refuse_first: int = 0, gate: int = 0,
                  pushback_after: int | None = None) -> None:
         self.pushback_after = pushback_after
+        self.salt = b""  # change it to make the "model" answer differently from now on
         self.latency = latency
         self.refuse_first = refuse_first
         self.gate = threading.Barrier(gate, timeout=10) if gate else None
@@ -107,10 +108,11 @@ class FakeJudgeServer:
                         outer.gate.wait()
                     time.sleep(outer.latency)
                     seed = json.dumps(request["messages"], sort_keys=True).encode()
+                    salted = outer.salt + seed
                     fmt = request["response_format"]
                     schema = fmt["json_schema"]["schema"] if "json_schema" in fmt \
                         else fmt["schema"]
-                    content = json.dumps(answer_for(schema, seed))
+                    content = json.dumps(answer_for(schema, salted))
                     tokens = len(seed) // 4
                 finally:
                     with outer._lock:

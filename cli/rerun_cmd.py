@@ -1,0 +1,71 @@
+"""``amber rerun``: ask the judges again, N times, and show what moved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ambereval.cli.judge_options import JudgeConcurrency, Threads
+from ambereval.cli.output import handled, print_json, progress_bar, stdout
+from ambereval.cli.terminal_text import escape
+
+
+def rerun_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A finished `amber evaluate` run directory.")],
+    times: Annotated[int, typer.Option("--times", "-n", min=1,
+                                       help="How many times to evaluate again.")] = 1,
+    judge_concurrency: JudgeConcurrency = None,
+    threads: Threads = None,
+    limit: Annotated[int, typer.Option(
+        "--limit", min=1, help="Rows shown per table in the terminal.")] = 30,
+    exit_code: Annotated[bool, typer.Option(
+        "--exit-code", help="Exit 3 when any score or verdict moved (for scripts and CI).")]
+    = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+    = False,
+) -> None:
+    """Evaluate RUN_DIR's inputs again N times with no ledger reuse (every question goes
+    to the judge) into RUN_DIR/reruns/<i>/, then report per dimension the spread of the
+    scores and every verdict that changed.
+
+    Example: amber rerun runs/smol/ --times 3
+    """
+    from urllib.parse import urlsplit
+
+    from ambereval.engine.runs.invocation import read_invocation
+    from ambereval.engine.runs.rerun import rerun_run
+    from ambereval.netguard import install_offline_guard
+
+    with handled():
+        urls = [j.url for j in read_invocation(run_dir).judges if j.url]
+        install_offline_guard(tuple(h for h in (urlsplit(u).hostname for u in urls) if h))
+        with progress_bar(not as_json) as progress:
+            result = rerun_run(run_dir, times, judge_concurrency, threads, progress=progress)
+    moved = any(d["reports_moved"] for d in result["dimensions"]) or result["verdicts"]
+    if as_json:
+        print_json(result)
+    else:
+        from rich.table import Table
+
+        stdout.print(f"{result['identical_reruns']} of {times} reruns scored every report "
+                     f"exactly as the run did (reruns in {escape(str(run_dir))}/reruns/)")
+        t = Table("dimension", "max spread", "mean spread", "reports moved",
+                  title="Score spread over the run and its reruns")
+        for d in result["dimensions"][:limit]:
+            t.add_row(d["column"], f"{d['max_spread']:.4g}", f"{d['mean_spread']:.4g}",
+                      f"{d['reports_moved']} of {d['reports']}")
+        stdout.print(t)
+        if result["verdicts"]:
+            t = Table("report", "judge", "dimension", "item", "run", "reruns",
+                      title="Verdicts that changed")
+            for v in result["verdicts"][:limit]:
+                t.add_row(escape(v["report"]), escape(v["judge"]), v["dimension"],
+                          escape(v["item"]), escape(str(v["original"])),
+                          escape(", ".join(f"#{k} {x}" for k, x in v["reruns"].items())))
+            stdout.print(t)
+        else:
+            stdout.print("no verdict changed")
+    if exit_code and moved:
+        raise typer.Exit(3)
