@@ -5,10 +5,10 @@
         [--sets out/judge-sets] [--limit N]
 
 Runs the judge exactly as ``amber verify`` asks it (engine/judge_bench.py) on the dev AND
-test halves of every labeled set, twice: decision ``generate`` (the schema-constrained
-answer) and decision ``logprobs`` (the label log-probabilities, nothing generated). Every
-call goes through one ledger in out/calibration/ (reuse mode), so a rerun only pays for
-what is new.
+test halves of every labeled set, twice per pair, one right after the other (the second
+reuses the prompt's KV cache): decision ``generate`` (the schema-constrained answer) and
+decision ``logprobs`` (the label log-probabilities, nothing generated). Every call goes
+through one ledger in out/calibration/ (reuse mode), so a rerun only pays for what is new.
 
 Calibration offsets for ``true`` and ``false`` (``none`` stays 0) are fitted on the DEV
 halves only: the pair on a 0.25 grid that maximises the mean over the sets of balanced
@@ -24,13 +24,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import time
 from pathlib import Path
 from typing import Any
 
-from ambereval.engine.judge_bench import BINARY, VERDICTS, metrics, run_judge_bench
+from ambereval.engine.judge_bench import (
+    BINARY,
+    VERDICTS,
+    load_pairs,
+    metrics,
+    run_judge_bench,
+)
 from ambereval.engine.judge_card import DEFAULT_RETRIEVE_K, has_pages, suite_files
-from ambereval.models import open_judge
+from ambereval.models import Embedder, open_judge
 from ambereval.models.decision import decide
 
 GRID = [x / 4 for x in range(-24, 25)]
@@ -87,24 +92,39 @@ def main() -> None:
                        n_ctx=args.ctx, threads=args.threads, judge=args.judge)
     identity = judge.backend.identity()["model"]
     name = identity["name"]
+    embedder = Embedder()
     results: dict[str, dict[str, Any]] = {}
     for half in HALVES:
-        for method in ("generate", "logprobs"):
-            for set_name, path in suite_files(args.sets, half).items():
-                before = judge.stats()
-                start = time.perf_counter()
-                r = run_judge_bench(path, judge, limit=args.limit, decision=method,
-                                    retrieve_k=DEFAULT_RETRIEVE_K if has_pages(path) else None)
-                after = judge.stats()
-                calls = after["calls"] - before["calls"]
-                r["seconds_per_call"] = round(
-                    (after["model_seconds"] - before["model_seconds"]) / calls, 3) if calls \
-                    else None
-                r["wall_seconds"] = round(time.perf_counter() - start, 1)
-                results.setdefault(half, {}).setdefault(method, {})[set_name] = r
-                print(f"{name} {half} {method:9} {set_name:18} n {r['n']:3} "
-                      f"ba {r['balanced_accuracy']:.3f} k {r['kappa']:+.3f} "
-                      f"s/call {r['seconds_per_call']}", flush=True)
+        for set_name, path in suite_files(args.sets, half).items():
+            pairs, labels = load_pairs(path, args.limit)
+            lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()
+                     if x.strip()][: len(pairs)]
+            rows: dict[str, list[dict[str, Any]]] = {"generate": [], "logprobs": []}
+            spent = {"generate": [0.0, 0], "logprobs": [0.0, 0]}
+            for line in lines:
+                one = out / "pair.jsonl"
+                one.write_text(json.dumps(line) + "\n", encoding="utf-8")
+                # both decisions on one pair in a row: the second reuses the prompt's KV
+                for method in ("generate", "logprobs"):
+                    before = judge.stats()
+                    r = run_judge_bench(one, judge, decision=method, embedder=embedder,
+                                        retrieve_k=DEFAULT_RETRIEVE_K if has_pages(path)
+                                        else None)
+                    after = judge.stats()
+                    spent[method][0] += after["model_seconds"] - before["model_seconds"]
+                    spent[method][1] += after["calls"] - before["calls"]
+                    rows[method] += r["predictions"]
+            for method, got in rows.items():
+                m = metrics([x["label"] for x in got], [
+                    v if labels != BINARY or v == "supported" else "unsupported"
+                    for v in (x["verdict"] for x in got)], labels)
+                m["predictions"], m["labels"] = got, list(labels)
+                m["seconds_per_call"] = round(spent[method][0] / spent[method][1], 3) \
+                    if spent[method][1] else None
+                results.setdefault(half, {}).setdefault(method, {})[set_name] = m
+                print(f"{name} {half} {method:9} {set_name:18} n {m['n']:3} "
+                      f"ba {m['balanced_accuracy']:.3f} k {m['kappa']:+.3f} "
+                      f"s/call {m['seconds_per_call']}", flush=True)
     lp_dev = {n: (r["predictions"], tuple(r["labels"]))
               for n, r in results["dev"]["logprobs"].items()}
     bias = fit(lp_dev)
