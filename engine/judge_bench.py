@@ -200,6 +200,7 @@ def run_judge_bench(
         else:
             verdict = VERDICTS[read_answer(answer.obj, bias)[0]]
             row["ledger_key"] = answer.key
+            row["answer"] = verdict  # before a binary set folds it into "unsupported"
             if "logprobs" in answer.obj:  # raw, so a calibration can be fitted offline
                 row["logprobs"] = answer.obj["logprobs"]
         if labels == BINARY and verdict != "supported":

@@ -117,7 +117,7 @@ def main() -> None:
             for method, got in rows.items():
                 m = metrics([x["label"] for x in got], [
                     v if labels != BINARY or v == "supported" else "unsupported"
-                    for v in (x["verdict"] for x in got)], labels)
+                    for v in (x.get("answer", "unknown") for x in got)], labels)
                 m["predictions"], m["labels"] = got, list(labels)
                 m["seconds_per_call"] = round(spent[method][0] / spent[method][1], 3) \
                     if spent[method][1] else None
