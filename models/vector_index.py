@@ -141,7 +141,9 @@ class IndexSpec:
 def auto_ef_search(count: int) -> int:
     """HNSW candidates per query for ``count`` chunks (chosen from the measurements
     of scripts/bench_retrieval.py; README, "Benchmarks")."""
-    return 128 if count <= 200_000 else 256
+    if count <= 50_000:
+        return 128
+    return 256 if count <= 300_000 else 512
 
 
 def _build_faiss(vectors: np.ndarray, dim: int, params: dict[str, Any]) -> Any:
