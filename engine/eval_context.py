@@ -3,6 +3,12 @@
 A context may be shared by the protocols and judges of one report running on several
 threads: page loading and passage retrieval hold the context's lock, and
 :class:`SharedEmbedder` lets threads share one embedding model, one batch at a time.
+
+Every retrieval made for the report is recorded (:meth:`EvalContext.retrievals`, written
+to ``RUN_DIR/retrieval/<report>.jsonl``, format in ``runs/run_dir.py``): passages picked
+from one page (:meth:`EvalContext.passages`), and the searches of claim verification,
+which runs over an index of all the claims' pages built once per report
+(:meth:`EvalContext.claim_index`), so ``amber replay`` can answer both from the record.
 """
 
 from __future__ import annotations
@@ -17,8 +23,31 @@ import numpy as np
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
 from ambereval.engine.report import Report, parse_report
 from ambereval.engine.tasks import Task
-from ambereval.models import ChunkParams, Embedder, Retriever, RetrieverSpec
+from ambereval.models import Chunk, ChunkParams, Embedder, Hit, Retriever, RetrieverSpec
+from ambereval.models.canonical import content_key
 from ambereval.snapshots import Bundle
+
+#: the ``step`` of the retrieval record's verification lines (passage lines have none)
+VERIFY_INDEX_STEP = "verification-index"
+VERIFY_SEARCH_STEP = "verification"
+
+
+def chunks_digest(chunks: list[Chunk]) -> str:
+    """sha256 naming a set of chunks (ids, spans, texts), whatever their order: which
+    index a recorded verification search ran on."""
+    return content_key([[c.chunk_id, c.start, c.end, content_key(c.text)]
+                        for c in sorted(chunks, key=lambda c: c.chunk_id)])
+
+
+def search_key(index: str, captures: set[str] | list[str] | None, query: str,
+               k: int) -> tuple[str, str, str, int]:
+    """The sort/lookup key of a recorded verification search."""
+    return (index, "\n".join(sorted(captures)) if captures is not None else "", query, k)
+
+
+def hit_rows(hits: list[Hit]) -> list[dict[str, Any]]:
+    return [{"chunk_id": h.chunk.chunk_id, "start": h.chunk.start, "end": h.chunk.end,
+             "score": float(h.score), "rank": h.rank} for h in hits]
 
 
 @dataclass
@@ -38,6 +67,10 @@ class EvalContext:
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _retrievals: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict,
                                                                   repr=False)
+    _claim_indexes: dict[str, Any] = field(default_factory=dict, repr=False)
+    _index_records: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _searches: dict[tuple[str, str, str, int], dict[str, Any]] = field(default_factory=dict,
+                                                                       repr=False)
 
     def page(self, url: str) -> Page:
         """The captured page for a URL (or a corpus page by id), loaded once."""
@@ -69,16 +102,40 @@ class EvalContext:
             hits = index.search(query, k)
             self._retrievals[(page.capture_id, query, k)] = {
                 "capture_id": page.capture_id, "query": query, "k": k,
-                "retriever": index.identity(),
-                "hits": [{"chunk_id": h.chunk.chunk_id, "start": h.chunk.start,
-                          "end": h.chunk.end, "score": float(h.score), "rank": h.rank}
-                         for h in hits]}
+                "retriever": index.identity(), "hits": hit_rows(hits)}
         return [h.chunk.text for h in sorted(hits, key=lambda h: h.chunk.start)]
 
-    def retrievals(self) -> list[dict[str, Any]]:
-        """What retrieval chose for each (capture, query, k), in a deterministic order."""
+    def claim_index(self, chunks: list[Chunk], params: ChunkParams,
+                    spec: RetrieverSpec) -> RecordingIndex:
+        """The index claim verification searches (``verify_claims(index_for=...)``): built
+        once per report over ``chunks`` (every judge's verification shares it) and
+        recording every search it answers."""
+        digest = chunks_digest(chunks)
         with self._lock:
-            return [self._retrievals[key] for key in sorted(self._retrievals)]
+            inner = self._claim_indexes.get(digest)
+            if inner is None:
+                inner = Retriever.build(chunks, self.embedder, params.as_dict(), spec)
+                self._claim_indexes[digest] = inner
+                self._index_records[digest] = {
+                    "step": VERIFY_INDEX_STEP, "index": digest,
+                    "captures": sorted({c.capture_id for c in chunks}),
+                    "chunks": len(chunks), "chunking": params.as_dict(),
+                    "retriever": inner.identity()}
+        return RecordingIndex(inner, digest, self)
+
+    def record_search(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._searches[search_key(record["index"], record["captures"], record["query"],
+                                      record["k"])] = record
+
+    def retrievals(self) -> list[dict[str, Any]]:
+        """What retrieval chose, in a deterministic order: passage choices by (capture,
+        query, k), then each verification index, then its searches by (index, captures,
+        query, k)."""
+        with self._lock:
+            return [*(self._retrievals[key] for key in sorted(self._retrievals)),
+                    *(self._index_records[key] for key in sorted(self._index_records)),
+                    *(self._searches[key] for key in sorted(self._searches))]
 
     def pages_by_title(self) -> dict[str, Page]:
         """Every valid page of the bundle by its title (DR3 sandbox corpora)."""
@@ -91,6 +148,32 @@ class EvalContext:
                 if row["title"] and row["title"] not in out:
                     out[row["title"]] = self._page(row["url"])
         return out
+
+
+class RecordingIndex:
+    """A verification index that records each search in its context (one line per query,
+    whatever batch it came in)."""
+
+    def __init__(self, inner: Retriever, digest: str, ctx: EvalContext) -> None:
+        self.inner, self.digest, self.ctx = inner, digest, ctx
+
+    def identity(self) -> dict[str, Any]:
+        return self.inner.identity()
+
+    def search(self, query: str, k: int = 5, captures: set[str] | None = None) -> list[Hit]:
+        return self.search_many([query], k, captures)[0]
+
+    def search_many(self, queries: list[str], k: int = 5,
+                    captures: set[str] | None = None) -> list[list[Hit]]:
+        with self.ctx._lock:  # one search at a time over the shared index and embedder
+            found = self.inner.search_many(queries, k, captures)
+        identity = self.inner.identity()
+        for query, hits in zip(queries, found, strict=True):
+            self.ctx.record_search({
+                "step": VERIFY_SEARCH_STEP, "index": self.digest,
+                "captures": sorted(captures) if captures is not None else None,
+                "query": query, "k": k, "retriever": identity, "hits": hit_rows(hits)})
+        return found
 
 
 class SharedEmbedder:

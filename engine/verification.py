@@ -26,20 +26,35 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ambereval.engine.calibration import calibration_for
 from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
 from ambereval.engine.judge_card import card_entry
 from ambereval.engine.progress_count import ProgressCount
 from ambereval.errors import ConfigError, ModelError
-from ambereval.models import ChunkParams, Embedder, Hit, Judge, Retriever, RetrieverSpec
+from ambereval.models import Chunk, ChunkParams, Embedder, Hit, Judge, Retriever, RetrieverSpec
 from ambereval.models.canonical import content_key
 from ambereval.models.decision import decide, label_logprob_schema
 from ambereval.models.retriever import DEFAULT_RETRIEVER
 from ambereval.snapshots import Bundle
 
 Progress = Callable[[str, int, int], None]
+
+
+class ClaimIndex(Protocol):
+    """What verification searches: a :class:`~ambereval.models.Retriever`, or an index an
+    evaluation records (``EvalContext.claim_index``) or a replay answers from its record."""
+
+    def identity(self) -> dict[str, Any]: ...
+    def search(self, query: str, k: int = 5, captures: set[str] | None = None
+               ) -> list[Hit]: ...
+    def search_many(self, queries: list[str], k: int = 5, captures: set[str] | None = None
+                    ) -> list[list[Hit]]: ...
+
+
+#: builds the claim index from (chunks, chunking, retriever spec) instead of verify_claims
+IndexFactory = Callable[[list[Chunk], ChunkParams, RetrieverSpec], ClaimIndex]
 
 VERIFY_PROMPT = (
     "You check claims against passages from one web page. Use only these passages, never "
@@ -147,8 +162,13 @@ def _provenance(j: Judgment) -> dict[str, Any]:
 
 def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                   options: VerifyOptions | None = None, cache_dir: str | Path | None = None,
-                  progress: Progress | None = None) -> dict[str, Any]:
-    """Verify every claim in the bundle; returns ``{"claims": [...], "summary": {...}}``."""
+                  progress: Progress | None = None,
+                  index_for: IndexFactory | None = None) -> dict[str, Any]:
+    """Verify every claim in the bundle; returns ``{"claims": [...], "summary": {...}}``.
+
+    ``index_for``: how the passage index over the claims' pages is made (default: built
+    here, cached in ``cache_dir``); an evaluation passes one that records every search,
+    a replay one that answers from that record without the embedder."""
     options = options or VerifyOptions()
     method, schema, bias = decision_for(judge, options.decision)
     progress = progress or (lambda phase, done, total: None)
@@ -180,7 +200,10 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
     valid = {k: p for k, p in pages.items() if p.valid}
     chunks = [c for p in sorted(valid.values(), key=lambda p: p.capture_id) for c in p.chunks]
     cache = Path(cache_dir) if cache_dir else None
-    if cache is not None:
+    index: ClaimIndex
+    if index_for is not None:
+        index = index_for(chunks, params, RetrieverSpec.named(options.retriever))
+    elif cache is not None:
         index, _ = Retriever.load_or_build(cache, chunks, embedder, params.as_dict(),
                                            RetrieverSpec.named(options.retriever))
     else:

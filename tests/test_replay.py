@@ -168,8 +168,8 @@ def test_replay_imports_no_model(run: Path) -> None:
 @pytest.mark.slow
 def test_replay_with_recorded_retrieval_needs_no_embedder(tmp_path: Path) -> None:
     """A run with the real embedder (hybrid retrieval over long pages) replays from its
-    retrieval record alone, in a process that never imports torch or llama.cpp; a
-    dailyreport run (claim verification builds its own index) is refused by name."""
+    retrieval record alone, in a process that never imports torch or llama.cpp
+    (DailyReport's claim verification: test_replay_dailyreport.py)."""
     from ambereval.models import Embedder
 
     run = _run(tmp_path, PROTOCOLS, Embedder())
@@ -184,9 +184,3 @@ def test_replay_with_recorded_retrieval_needs_no_embedder(tmp_path: Path) -> Non
     path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     result = CliRunner().invoke(app, ["replay", str(run)])
     assert result.exit_code == 3 and "is not a chunk of capture" in result.output
-
-    (tmp_path / "dr").mkdir()
-    dr = _run(tmp_path / "dr", ["dailyreport"], Embedder())
-    result = CliRunner().invoke(app, ["replay", str(dr)])
-    assert result.exit_code == 2
-    assert "dailyreport's claim verification" in result.output

@@ -107,10 +107,29 @@ def test_run_dir_holds_the_retrieval_record(tmp_path: Path) -> None:
         path = tmp_path / name / "retrieval" / (Path(fname).stem + ".jsonl")
         texts.append(path.read_text())
     assert texts[0] == texts[1]
-    records = [json.loads(line) for line in texts[0].splitlines()]
+    lines = [json.loads(line) for line in texts[0].splitlines()]
+    records = [r for r in lines if "step" not in r]  # passages picked from one page
     assert records, "the captured pages are longer than k chunks: something was retrieved"
     keys = [(r["capture_id"], r["query"], r["k"]) for r in records]
     assert keys == sorted(keys)
+    assert lines[:len(records)] == records  # passage lines first, as before
     for r in records:
         assert r["retriever"]["name"] == "hybrid" and "dense" in r["retriever"]
         assert [h["rank"] for h in r["hits"]] == list(range(1, len(r["hits"]) + 1))
+    # dailyreport's claim verification: its index, then every search it made
+    [index] = [r for r in lines if r.get("step") == "verification-index"]
+    searches = [r for r in lines if r.get("step") == "verification"]
+    assert lines == records + [index] + searches
+    assert index["chunks"] > 0 and index["captures"] == sorted(index["captures"])
+    assert index["retriever"]["name"] == "hybrid" and index["chunking"]["max_tokens"] == 160
+    assert searches and all(s["index"] == index["index"] for s in searches)
+    summary = run["reports"][0]["judges"]["s"]["dailyreport"]["verification"]
+    assert summary["retriever"] == index["retriever"] and summary["chunks"] == index["chunks"]
+    questions = {q for c in run["reports"][0]["judges"]["s"]["dailyreport"]["verdicts"]
+                 for q in [x["question"] for x in c["questions"]]}
+    assert questions <= {s["query"] for s in searches}
+    for s in searches:
+        assert s["captures"] is None or len(s["captures"]) == 1
+        assert [h["rank"] for h in s["hits"]] == list(range(1, len(s["hits"]) + 1))
+        if s["captures"]:
+            assert all(h["chunk_id"].startswith(s["captures"][0] + ":") for h in s["hits"])

@@ -93,7 +93,10 @@ def evaluate_dailyreport(judge: Judge, ctx: EvalContext, max_chars: int = 12_000
     report = clip(ctx.text, max_chars)
     date = task.evaluation_date
     when = f"Evaluation date: {date}\n" if date else ""
-    verification = verify_claims(ctx.bundle.root, judge, ctx.embedder) if ctx.claims else \
+    # the claim index comes from the context: built once per report, every search
+    # recorded in the run (replayed from that record)
+    verification = verify_claims(ctx.bundle.root, judge, ctx.embedder,  # type: ignore[arg-type]
+                                 index_for=ctx.claim_index) if ctx.claims else \
         {"claims": [], "summary": {}}
     verdicts = {v["id"]: v for v in verification["claims"]}
     questions = [(s.id, q) for s in task.subtasks for q in s.factuality]

@@ -2,16 +2,18 @@
 
 Every judge answers only from ``RUN_DIR/ledger.sqlite`` through a :class:`LedgerBackend`
 whose identity (backend, model key, chat template, n_ctx) is read from the ledger's own
-recorded requests, so no model file is opened and llama.cpp is never imported. Passage
-retrieval returns the chunks recorded in ``RUN_DIR/retrieval/<report>.jsonl`` (no
-embedder, no torch). The replayed run is written to a temporary directory and its
-per-report JSON, retrieval records, ``run.json`` and ``run.csv`` are compared byte for
-byte with the run's; the first difference is named (file and JSON path).
+recorded requests, so no model file is opened and llama.cpp is never imported. Every
+retrieval is answered from ``RUN_DIR/retrieval/<report>.jsonl`` (no embedder, no torch):
+the passages picked from a page, and DailyReport's claim verification, whose index over
+the claims' pages and every search on it were recorded (``eval_context.py``). Each
+recorded hit must still be a chunk of the bundle with the recorded span, else the
+replay stops naming the record. The replayed run is written to a temporary directory
+and its per-report JSON, retrieval records, ``run.json`` and ``run.csv`` are compared
+byte for byte with the run's; the first difference is named (file and JSON path).
 
-Not replayable model-free yet: DailyReport's claim verification builds its own
-retrieval index over the whole bundle (``engine/verification.py``), which the run does
-not record; a run that needed it (``dailyreport`` on a report with claims) is
-refused with a one-line error rather than faked.
+``recompute_retrieval`` (``amber replay --recompute-retrieval``) is the other half: it
+loads the run's embedder and re-runs every recorded retrieval on this machine
+(``runs/recompute_retrieval.py``).
 """
 
 from __future__ import annotations
@@ -24,16 +26,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ambereval.engine.eval_context import EvalContext, open_context
+from ambereval.engine.eval_context import (
+    VERIFY_INDEX_STEP,
+    VERIFY_SEARCH_STEP,
+    EvalContext,
+    chunks_digest,
+    open_context,
+    search_key,
+)
 from ambereval.engine.evidence import Page
 from ambereval.engine.runs.evaluate import RunSetup, _table, evaluate_report, plan_reports
 from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter
 from ambereval.errors import BundleError, InputError, LedgerMiss, ReplayDifference
+from ambereval.models import Chunk, ChunkParams, Hit, RetrieverSpec
 from ambereval.models.judge import Completion, Judge
 from ambereval.models.ledger import Ledger
 from ambereval.snapshots import Bundle
 
 RecordKey = tuple[str, str, int]
+SearchKey = tuple[str, str, str, int]
 
 
 class LedgerBackend:
@@ -43,6 +54,9 @@ class LedgerBackend:
     def __init__(self, backend: str, model: dict[str, Any],
                  chat_template_sha256: str | None, n_ctx: int) -> None:
         self.name = backend
+        # verification decides from label log-probabilities only with a judge that can
+        # score labels (verification.decision_for): the in-process llama.cpp judge
+        self.scores_labels = backend == "llamacpp"
         self._identity = {"model": model, "chat_template_sha256": chat_template_sha256,
                           "n_ctx": n_ctx}
 
@@ -81,10 +95,47 @@ def ledger_judge(name: str, model: dict[str, Any], ledger: Ledger, seed: int) ->
 
 
 @dataclass
-class ReplayContext(EvalContext):
-    """An :class:`EvalContext` whose passage retrieval returns the recorded chunks."""
+class RunRecord:
+    """One report's retrieval record, read back (format in ``run_dir.py``)."""
 
-    recorded: dict[RecordKey, dict[str, Any]] = field(default_factory=dict, repr=False)
+    passages: dict[RecordKey, dict[str, Any]] = field(default_factory=dict)
+    indexes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    searches: dict[SearchKey, dict[str, Any]] = field(default_factory=dict)
+
+
+class RecordedEmbedder:
+    """Stands in for the run's embedder: its identity (for the summaries that name it),
+    never a vector."""
+
+    def __init__(self, identity: dict[str, Any]) -> None:
+        self._identity = dict(identity)
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    def embed(self, texts: list[str]) -> Any:
+        raise ReplayDifference("replay asked for an embedding that the run's retrieval "
+                               "record does not hold")
+
+
+def _checked_chunk(report: str, by_id: dict[str, Chunk], hit: dict[str, Any],
+                   where: str) -> Chunk:
+    chunk = by_id.get(hit["chunk_id"])
+    if chunk is None:
+        raise ReplayDifference(f"report {report}: recorded chunk {hit['chunk_id']} is not "
+                               f"a chunk of {where} any more")
+    if (chunk.start, chunk.end) != (hit.get("start"), hit.get("end")):
+        raise ReplayDifference(f"report {report}: recorded chunk {hit['chunk_id']} of "
+                               f"{where} spans {hit.get('start')}-{hit.get('end')}, the "
+                               f"bundle's spans {chunk.start}-{chunk.end}")
+    return chunk
+
+
+@dataclass
+class ReplayContext(EvalContext):
+    """An :class:`EvalContext` whose retrieval returns the recorded chunks."""
+
+    recorded: RunRecord = field(default_factory=RunRecord, repr=False)
     retrieved: bool = False  # the run had an embedder (so long pages were retrieved)
 
     def passages(self, page: Page, query: str, k: int = 3) -> list[str]:
@@ -93,30 +144,91 @@ class ReplayContext(EvalContext):
         if not self.retrieved or len(page.chunks) <= k:
             return [c.text for c in page.chunks[:k]]
         key = (page.capture_id, query, k)
-        record = self.recorded.get(key)
+        record = self.recorded.passages.get(key)
         if record is None:
             raise ReplayDifference(f"report {self.name}: retrieval on capture "
                                    f"{page.capture_id} for query {query[:60]!r} (k={k}) "
                                    "was not recorded by the run")
         by_id = {c.chunk_id: c for c in page.chunks}
-        missing = [h["chunk_id"] for h in record["hits"] if h["chunk_id"] not in by_id]
-        if missing:
-            raise ReplayDifference(f"report {self.name}: recorded chunk {missing[0]} is not "
-                                   f"a chunk of capture {page.capture_id} any more")
+        chunks = [_checked_chunk(self.name, by_id, h, f"capture {page.capture_id}")
+                  for h in record["hits"]]
         with self._lock:
             self._retrievals[key] = record
-        chunks = sorted((by_id[h["chunk_id"]] for h in record["hits"]), key=lambda c: c.start)
-        return [c.text for c in chunks]
+        return [c.text for c in sorted(chunks, key=lambda c: c.start)]
+
+    def claim_index(self, chunks: list[Chunk], params: ChunkParams,  # type: ignore[override]
+                    spec: RetrieverSpec) -> RecordedIndex:
+        digest = chunks_digest(chunks)
+        line = self.recorded.indexes.get(digest)
+        if line is None:
+            raise ReplayDifference(f"report {self.name}: claim verification's index over "
+                                   f"{len(chunks)} chunks (sha256 {digest[:12]}) was not "
+                                   "recorded by the run")
+        with self._lock:
+            self._index_records[digest] = line
+        return RecordedIndex(line, chunks, self)
 
 
-def _read_records(path: Path) -> dict[RecordKey, dict[str, Any]]:
+class RecordedIndex:
+    """Claim verification's index, answering each search from the run's record."""
+
+    def __init__(self, line: dict[str, Any], chunks: list[Chunk], ctx: ReplayContext) -> None:
+        self.line, self.ctx = line, ctx
+        self.by_id = {c.chunk_id: c for c in chunks}
+
+    def identity(self) -> dict[str, Any]:
+        return self.line["retriever"]
+
+    def search(self, query: str, k: int = 5, captures: set[str] | None = None) -> list[Hit]:
+        return self.search_many([query], k, captures)[0]
+
+    def search_many(self, queries: list[str], k: int = 5,
+                    captures: set[str] | None = None) -> list[list[Hit]]:
+        out = []
+        where = ", ".join(sorted(captures)) if captures is not None else "the whole index"
+        for query in queries:
+            record = self.ctx.recorded.searches.get(
+                search_key(self.line["index"], captures, query, k))
+            if record is None:
+                raise ReplayDifference(f"report {self.ctx.name}: verification search on "
+                                       f"{where} for {query[:60]!r} (k={k}) was not "
+                                       "recorded by the run")
+            hits = []
+            for h in record["hits"]:
+                chunk = _checked_chunk(self.ctx.name, self.by_id, h,
+                                       f"the verification index ({where})")
+                if captures is not None and chunk.capture_id not in captures:
+                    raise ReplayDifference(f"report {self.ctx.name}: recorded chunk "
+                                           f"{chunk.chunk_id} is not on {where}")
+                hits.append(Hit(chunk, float(h["score"]), int(h["rank"])))
+            self.ctx.record_search(record)
+            out.append(hits)
+        return out
+
+
+def read_record(path: Path) -> RunRecord:
+    """A report's retrieval record (empty when the run wrote none)."""
+    out = RunRecord()
     if not path.is_file():
-        return {}
-    out: dict[RecordKey, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
+        return out
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
             r = json.loads(line)
-            out[(r["capture_id"], r["query"], int(r["k"]))] = r
+            step = r.get("step")
+            if step is None:
+                out.passages[(r["capture_id"], r["query"], int(r["k"]))] = r
+            elif step == VERIFY_INDEX_STEP:
+                out.indexes[r["index"]] = r
+            elif step == VERIFY_SEARCH_STEP:
+                out.searches[search_key(r["index"], r["captures"], r["query"],
+                                        int(r["k"]))] = r
+            else:
+                raise InputError(f"{path}:{number}: unknown retrieval step {step!r}",
+                                 hint="replay it with the amber version that wrote it")
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise InputError(f"{path}:{number}: not a retrieval record ({err})") from None
     return out
 
 
@@ -219,19 +331,14 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
               for name, model in manifest["judges"].items()]
     dr_rules = (manifest.get("rules") or {}).get("dailyreport")
     rules = {k: v for k, v in dr_rules.items() if k != "verify"} if dr_rules else None
-    records: dict[RecordKey, dict[str, Any]] = {}
+    records = RunRecord()
+    embedder = RecordedEmbedder(manifest["embedder"]) if had_embedder else None
 
-    def context(bundle: Bundle, row: dict[str, Any], task: Any, embedder: Any) -> EvalContext:
+    def context(bundle: Bundle, row: dict[str, Any], task: Any, _: Any) -> EvalContext:
         base = open_context(bundle, row, task, None)
-        if "dailyreport" in protocols and base.claims:
-            raise InputError(f"report {row['name']}: protocol dailyreport's claim "
-                             "verification builds its own retrieval index, which runs do "
-                             "not record yet: it cannot be replayed model-free",
-                             hint="replay with the other protocols' runs, or `amber "
-                                  "evaluate --ledger-mode replay` with the embedder")
         return ReplayContext(base.name, base.report_id, base.text, base.report, base.task,
-                             base.bundle, base.claims, recorded=records,
-                             retrieved=had_embedder)
+                             base.bundle, base.claims, embedder,  # type: ignore[arg-type]
+                             recorded=records, retrieved=had_embedder)
 
     setup = RunSetup(protocols, judges, None, int(manifest["report_clip_chars"]), rules,
                      context_factory=context)
@@ -241,9 +348,9 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
             writer = RunWriter(out)
             docs = []
             for job in jobs:
-                records.clear()
-                records.update(_read_records(
-                    run / "retrieval" / (Path(job.fname).stem + ".jsonl")))
+                read = read_record(run / "retrieval" / (Path(job.fname).stem + ".jsonl"))
+                records.passages, records.indexes, records.searches = \
+                    read.passages, read.indexes, read.searches
                 doc = evaluate_report(job, setup)
                 writer.retrieval(job.fname, doc.pop("retrieval", []))
                 writer.report(job.fname, doc)

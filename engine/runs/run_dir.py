@@ -21,11 +21,25 @@
       scores                   {protocol: {dimension: mean over judges}}
       judges                   {judge name: {protocol: the protocol's full result, every
                                sub-score with the ledger key of the call behind it}}
-    RUN_DIR/retrieval/<n>.jsonl  what passage retrieval chose for that report, written
-                               just before its report file: one line per (capture, query,
-                               k) in sorted order, with the retriever's identity and the
-                               hits (chunk id, start, end, score, rank); pages with no
-                               more chunks than k are not retrieved and not listed
+    RUN_DIR/retrieval/<n>.jsonl  what retrieval chose for that report, written just before
+                               its report file (``amber replay`` answers from it), three
+                               kinds of line, in this order:
+      passage lines            one per (capture, query, k) in sorted order, no ``step``:
+                               capture_id, query, k, retriever (identity), hits (chunk_id,
+                               start, end, score, rank); pages with no more chunks than k
+                               are not retrieved and not listed
+      step "verification-index"  DailyReport's claim verification index, one per index
+                               (sorted by ``index``): index (sha256 of its chunks' ids,
+                               spans and texts), captures (sorted ids), chunks (count),
+                               chunking (ChunkParams), retriever (identity)
+      step "verification"      one per search on that index, sorted by (index, captures,
+                               query, k): index, captures (the one page searched, or null
+                               for the whole index), query (a claim's question, or the
+                               claim for a whole-bundle search), k, retriever, hits
+                               (as above). Any judge's verification searches the same
+                               index, so a search is listed once.
+                               Runs written before these lines existed hold passage lines
+                               only; they still replay (nothing of DailyReport verified).
     RUN_DIR/run.json, run.csv  written last: their presence means the run finished.
       columns                  "protocol.dimension" names
       rows                     one per report (system, report, task, columns), run order
