@@ -137,6 +137,7 @@ def test_missing_ledger_row_is_one_line(run: Path, tmp_path: Path) -> None:
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "is not in the ledger" in lines[0]
+    assert lines[0].startswith("amber: error: report landmarks.md: judge request ")
     assert lines[0].startswith("amber: error:")
 
 
@@ -147,12 +148,17 @@ def test_changed_bundle_and_format(run: Path, tmp_path: Path) -> None:
     manifest["bundles"][bundle] = "0" * 64
     (copy / "manifest.json").write_text(json.dumps(manifest))
     result = CliRunner().invoke(app, ["replay", str(copy)])
-    assert result.exit_code == 1 and "datapackage.json sha256" in result.output
+    assert result.exit_code == 1
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(f"amber: error: bundle {bundle}: datapackage.json sha256 ")
+    assert line.endswith(f"differs from the manifest's {'0' * 64}")
     manifest["format"] = "amber-run/1"
     (copy / "manifest.json").write_text(json.dumps(manifest))
     result = CliRunner().invoke(app, ["replay", str(copy)])
-    assert result.exit_code == 2 and "amber-run/1" in result.output
-    assert len(result.output.strip().splitlines()) == 1
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert f"{copy}: run directory format 'amber-run/1', this amber replays amber-run/2" \
+        in line
 
 
 def test_replay_imports_no_model(run: Path) -> None:

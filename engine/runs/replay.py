@@ -351,7 +351,11 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
                 read = read_record(run / "retrieval" / (Path(job.fname).stem + ".jsonl"))
                 records.passages, records.indexes, records.searches = \
                     read.passages, read.indexes, read.searches
-                doc = evaluate_report(job, setup)
+                try:
+                    doc = evaluate_report(job, setup)
+                except LedgerMiss as err:  # name the report whose question is missing
+                    raise LedgerMiss(f"report {job.report_name}: {err}",
+                                     hint=err.hint) from None
                 writer.retrieval(job.fname, doc.pop("retrieval", []))
                 writer.report(job.fname, doc)
                 docs.append(doc)
