@@ -77,6 +77,43 @@ def ledger_figures(path: Path) -> dict[str, Any]:
             "model_seconds": round(sum(r[3] or 0 for r in rows), 1)}
 
 
+def lrb_bundle(qid: str, filler_qid: str, work: Path) -> dict[str, Any]:
+    """Freeze the LRB report ``qid`` into ``work/bundle`` offline: each cited URL served by
+    a loopback fake page (:func:`fake_site`), its task (checklist, baseline) imported to
+    ``work/tasks.json``. -> ``{"bundle", "tasks", "words", "claims", "cited_urls"}``.
+    ``scripts/bench_replay.py`` builds its bundle with this too."""
+    amber = [sys.executable, "-m", "ambereval.cli"]
+    work.mkdir(parents=True, exist_ok=True)
+    name = f"qid_{qid}_report.md"
+    text = (LRB / "reference_reports" / name).read_text(encoding="utf-8")
+    filler = (LRB / "reference_reports" / f"qid_{filler_qid}_report.md").read_text(
+        encoding="utf-8")
+    pages, _ = fake_site(text, filler)
+    words = len(text.split())
+    with FakeWeb(pages={}) as web:
+        local = {url: web.url(f"/src/{i}.html") for i, url in enumerate(sorted(pages))}
+        for url, path in local.items():
+            web.pages[path[len(web.origin_url):]] = html_page(f"Source {url}", *pages[url])
+        for url in sorted(local, key=len, reverse=True):
+            text = text.replace(url, local[url])
+        report = work / name
+        report.write_text(text, encoding="utf-8")
+        tasks = [t for t in import_lrb(LRB / "coverage_checklist.csv",
+                                       baselines=LRB / "reference_reports") if t.id == qid]
+        task_file = dump_tasks(tasks, work / "tasks.json")
+        bundle = work / "bundle"
+        subprocess.run([*amber, "snapshot", "report", str(report), "--out", str(bundle),
+                        "--task", str(task_file), "--extractor", "sentences", "--top-k", "0",
+                        "--reader", "direct", "--allow-private-addresses", "--json"],
+                       env={k: v for k, v in {**os.environ, **web.env()}.items()
+                            if k != "PYTHONPATH"},  # the bundle: always today's snapshotter
+                       check=True, capture_output=True)
+    claims = sqlite3.connect(bundle / "evidence" / "amber.sqlite").execute(
+        "SELECT count(*) FROM claims").fetchone()[0]
+    return {"bundle": bundle, "tasks": task_file, "words": words, "claims": claims,
+            "cited_urls": len(pages)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--qid", default="policyfX8vyl8vSaEC7Jue")
@@ -90,38 +127,14 @@ def main() -> None:
     amber = [sys.executable, "-m", "ambereval.cli"]  # PYTHONPATH may point at other code
     work = args.out / f"{args.qid}-{args.label}"
     shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    name = f"qid_{args.qid}_report.md"
-    text = (LRB / "reference_reports" / name).read_text(encoding="utf-8")
-    filler = (LRB / "reference_reports" / f"qid_{args.filler_qid}_report.md").read_text(
-        encoding="utf-8")
-    pages, _ = fake_site(text, filler)
     judge_args = ["--judge-ctx", args.judge_ctx] + \
         (["--judge-model", args.judge_model] if args.judge_model else [])
-    words = len(text.split())
-    with FakeWeb(pages={}) as web:
-        local = {url: web.url(f"/src/{i}.html") for i, url in enumerate(sorted(pages))}
-        for url, path in local.items():
-            web.pages[path[len(web.origin_url):]] = html_page(f"Source {url}", *pages[url])
-        for url in sorted(local, key=len, reverse=True):
-            text = text.replace(url, local[url])
-        report = work / name
-        report.write_text(text, encoding="utf-8")
-        tasks = [t for t in import_lrb(LRB / "coverage_checklist.csv",
-                                       baselines=LRB / "reference_reports") if t.id == args.qid]
-        task_file = dump_tasks(tasks, work / "tasks.json")
-        bundle = work / "bundle"
-        subprocess.run([*amber, "snapshot", "report", str(report), "--out", str(bundle),
-                        "--task", str(task_file), "--extractor", "sentences", "--top-k", "0",
-                        "--reader", "direct", "--allow-private-addresses", "--json"],
-                       env={k: v for k, v in {**os.environ, **web.env()}.items()
-                            if k != "PYTHONPATH"},  # the bundle: always today's snapshotter
-                       check=True, capture_output=True)
-    claims = sqlite3.connect(bundle / "evidence" / "amber.sqlite").execute(
-        "SELECT count(*) FROM claims").fetchone()[0]
+    made = lrb_bundle(args.qid, args.filler_qid, work)
+    bundle, task_file = made["bundle"], made["tasks"]
+    words, claims, cited = made["words"], made["claims"], made["cited_urls"]
     result: dict[str, Any] = {"qid": args.qid, "words": words, "claims": claims,
-                              "cited_urls": len(pages), "label": args.label, "protocols": {}}
-    print(f"{args.qid}: {words} words, {claims} claims, {len(pages)} cited URLs", flush=True)
+                              "cited_urls": cited, "label": args.label, "protocols": {}}
+    print(f"{args.qid}: {words} words, {claims} claims, {cited} cited URLs", flush=True)
     for protocol in args.protocols.split(","):
         out = work / f"run-{protocol}"
         if protocol == "verify":
