@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,7 @@ def main() -> None:
             rows: dict[str, list[dict[str, Any]]] = {"generate": [], "logprobs": []}
             spent = {"generate": [0.0, 0], "logprobs": [0.0, 0]}
             for line in lines:
-                one = out / "pair.jsonl"
+                one = out / f"pair-{os.getpid()}.jsonl"
                 one.write_text(json.dumps(line) + "\n", encoding="utf-8")
                 # both decisions on one pair in a row: the second reuses the prompt's KV
                 for method in ("generate", "logprobs"):
