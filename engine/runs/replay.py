@@ -314,7 +314,8 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
     """Re-evaluate ``run_dir`` from its ledger and retrieval record; compare byte for byte.
 
     -> ``{"identical", "difference" ({"file", "path"} or None), "reports", "files",
-    "ledger_hits", "seconds"}``. Raises LedgerMiss, BundleError or InputError.
+    "ledger_hits", "seconds"}``. Raises LedgerMiss, ReplayDifference (a retrieval record
+    that does not fit the bundle any more), BundleError or InputError.
     Example: ``replay_run("runs/smol")["identical"]``
     """
     started = time.perf_counter()
