@@ -173,3 +173,26 @@ def test_recompute_retrieval_lists_what_differs(dr_run: Path, tmp_path: Path) ->
     text = CliRunner().invoke(app, ["replay", str(copy), "--recompute-retrieval"])
     assert text.exit_code == 3
     assert "amber: 3 of " in text.output and "retrieval differs (order)" in text.output
+
+
+def test_real_judge_dailyreport_run_replays_identical(tmp_path: Path) -> None:
+    """The default llama.cpp judge (label scoring available, so verification's decision
+    method is chosen as live) and the real embedder: `amber evaluate` then `amber replay`
+    in fresh processes, identical."""
+    from test_replay import _bundle
+
+    from conftest import run_amber
+
+    bundle, tasks = _bundle(tmp_path)
+    out = tmp_path / "run"
+    done = run_amber("evaluate", str(bundle), "--task", str(tasks), "--protocol",
+                     "dailyreport", "--out", str(out), "--judge-ctx", "2048", "--threads", "1")
+    assert done.returncode == 0, done.stderr
+    [fname] = json.loads((out / "manifest.json").read_text())["reports"]
+    doc = json.loads((out / "reports" / fname).read_text())
+    assert doc["judges"]["default"]["dailyreport"]["verdicts"]  # claims were verified
+    _, lines = _record(out)
+    assert any(r.get("step") == "verification" for r in lines)
+    replay = run_amber("replay", str(out), "--json")
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads(replay.stdout)["identical"]

@@ -87,10 +87,12 @@ def ledger_judge(name: str, model: dict[str, Any], ledger: Ledger, seed: int) ->
                          f"different backends/templates for model {model_id}; cannot tell "
                          "which one this run used")
     if seen:
-        backend, model_key, template, n_ctx = json.loads(seen.pop())
+        backend, _, template, n_ctx = json.loads(seen.pop())
     else:  # the judge asked nothing the ledger kept: any question will be a miss
-        backend, model_key, template, n_ctx = "unknown", key, None, 4096
-    return Judge(LedgerBackend(backend, model_key, template, n_ctx), ledger, seed=seed,
+        backend, template, n_ctx = "unknown", None, 4096
+    # the manifest's whole model identity (file name, size, ...), as the live judge
+    # reported it to the summaries; its ledger key part is the same sha256 or name
+    return Judge(LedgerBackend(backend, dict(model), template, n_ctx), ledger, seed=seed,
                  n_ctx=n_ctx)
 
 
