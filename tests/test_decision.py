@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 from scripted_judge import scripted_judge
 
+from ambereval.engine.calibration import calibration_for
 from ambereval.engine.verification import (
     VERIFY_LOGPROB_SCHEMA,
     VERIFY_SCHEMA,
@@ -72,9 +73,12 @@ def test_prompt_pieces() -> None:
 def test_real_judge_scores_labels_and_replays_without_the_model(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.sqlite"
     judge = open_judge(ledger=ledger, ledger_mode="record", n_ctx=2048, threads=2)
-    assert decision_for(judge)[0] == "generate"  # uncalibrated: auto generates
+    # the default judge has fitted offsets (engine/calibration.py): auto scores labels
+    fitted = calibration_for(judge.backend.identity()["model"]["sha256"])
+    assert fitted is not None and set(fitted) == {"true", "false"}
+    assert decision_for(judge) == ("logprobs", VERIFY_LOGPROB_SCHEMA, fitted)
     method, schema, bias = decision_for(judge, "logprobs")
-    assert (method, bias) == ("logprobs", None)
+    assert (method, bias) == ("logprobs", fitted)
     prefix = page_prefix(["The Eiffel Tower in Paris was completed in 1889."])
     asks = [question_messages(prefix, f"Is it true that the tower was completed in {y}?",
                               f"The tower was completed in {y}.") for y in (1889, 1925)]
