@@ -2,8 +2,9 @@
 what moved.
 
 Each rerun opens the run's inputs from ``RUN_DIR/invocation.json`` and evaluates them
-into ``RUN_DIR/reruns/<i>/`` (the reruns of an earlier call are removed first) with a fresh ledger in mode ``record`` (every question goes
-to the judge; nothing is answered from a ledger). The result (format ``amber-rerun/1``):
+into ``RUN_DIR/reruns/<i>/`` (the reruns of an earlier call are removed first) with a
+fresh ledger in mode ``record`` (every question goes to the judge; nothing is answered
+from a ledger). The result (format ``amber-rerun/1``):
 
 - ``dimensions``: per ``protocol.dimension`` column, over the original run and its
   reruns, the largest and the mean spread (max - min) of a report's score, and how many
