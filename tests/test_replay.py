@@ -10,53 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from replay_fixtures import landmarks_bundle
 from scripted_judge import scripted_judge
 from typer.testing import CliRunner
 
 from ambereval.cli.main import app
 from ambereval.models.ledger import Ledger
 
-from conftest import fast_options
-from fakeweb import FakeWeb, default_pages, html_page
-
 FIXTURES = Path(__file__).parent / "fixtures"
 PROTOCOLS = ["dr3", "deepeval"]
 
 
-def _long_pages() -> dict:
-    pages = default_pages()
-    filler = [f"Section {i}: the {w} of the city is described here at length, with dates, "
-              f"names and places, over and over, so the page holds many chunks. " * 4
-              for i, w in enumerate(["bridges", "markets", "parks", "trams", "schools",
-                                     "bakeries", "museums", "rivers"])]
-    pages["/pages/eiffel.html"] = html_page(
-        "Eiffel Tower facts", *filler[:4],
-        "The Eiffel Tower in Paris was completed in 1889 for the World's Fair.", *filler[4:])
-    return pages
-
-
-def _bundle(tmp: Path) -> tuple[Path, Path]:
-    web = FakeWeb(_long_pages())
-    web.start()
-    report = tmp / "landmarks.md"
-    report.write_text((FIXTURES / "report.md").read_text().replace("{ORIGIN}", web.origin_url))
-    task = {"format": "amber-task/1", "tasks": [{
-        "id": "landmarks", "query": "Landmarks brief", "report": "landmarks.md",
-        "evaluation_date": "2025-01-01",
-        "subtasks": [{"id": "s1", "instruction": "Gives the Eiffel Tower's completion year.",
-                      "factuality": ["When was the Eiffel Tower completed?"],
-                      "importance": "P0"}]}]}
-    tasks = tmp / "tasks.json"
-    tasks.write_text(json.dumps(task))
-    bundle = tmp / "bundle"
-    judge = scripted_judge({"Claim: The Eiffel": {"question": 1, "answer": "true"}})
-    from ambereval.engine.snapshot_report import snapshot_report
-    try:
-        snapshot_report(report, bundle, judge, fast_options(web, reader="direct", top_k=0),
-                        tasks, extractor="sentences")
-    finally:
-        web.stop()
-    return bundle, tasks
 
 
 def _run(tmp: Path, protocols: list[str], embedder: object = None,
@@ -64,7 +28,7 @@ def _run(tmp: Path, protocols: list[str], embedder: object = None,
     """A real run (scripted judges at the model edge, real ledger) of the captured pages."""
     from ambereval.engine.runs.evaluate import evaluate_bundles
 
-    bundle, tasks = _bundle(tmp)
+    bundle, tasks = landmarks_bundle(tmp)
     out = tmp / "run"
     ledger = Ledger(out / "ledger.sqlite", "reuse")
     judges = []

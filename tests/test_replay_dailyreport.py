@@ -179,11 +179,11 @@ def test_real_judge_dailyreport_run_replays_identical(tmp_path: Path) -> None:
     """The default llama.cpp judge (label scoring available, so verification's decision
     method is chosen as live) and the real embedder: `amber evaluate` then `amber replay`
     in fresh processes, identical."""
-    from test_replay import _bundle
+    from replay_fixtures import landmarks_bundle
 
     from conftest import run_amber
 
-    bundle, tasks = _bundle(tmp_path)
+    bundle, tasks = landmarks_bundle(tmp_path)
     out = tmp_path / "run"
     done = run_amber("evaluate", str(bundle), "--task", str(tasks), "--protocol",
                      "dailyreport", "--out", str(out), "--judge-ctx", "2048", "--threads", "1")

@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from replay_fixtures import landmarks_bundle
 from scripted_judge import scripted_judge
 
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.evidence import Page
 from ambereval.models import ChunkParams, RetrieverSpec
 from ambereval.models.chunker import chunk_text
-
-from conftest import fast_options
-from fakeweb import FakeWeb, default_pages, html_page
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -58,45 +56,14 @@ def test_short_page_records_nothing() -> None:
     assert ctx.retrievals() == []
 
 
-def _long_pages() -> dict:
-    """The default fake pages, with an Eiffel page long enough (many chunks) to retrieve from."""
-    pages = default_pages()
-    filler = [f"Section {i}: the {w} of the city is described here at length, with dates, "
-              f"names and places, over and over, so the page holds many chunks. " * 4
-              for i, w in enumerate(["bridges", "markets", "parks", "trams", "schools",
-                                     "bakeries", "museums", "rivers"])]
-    pages["/pages/eiffel.html"] = html_page(
-        "Eiffel Tower facts", *filler[:4],
-        "The Eiffel Tower in Paris was completed in 1889 for the World's Fair.", *filler[4:])
-    return pages
-
-
 def test_run_dir_holds_the_retrieval_record(tmp_path: Path) -> None:
     """A real run (scripted judge, real embedder, captured pages): each report has its
     retrieval file, written in a deterministic order, equal across two runs."""
     from ambereval.engine.runs.evaluate import evaluate_bundles
-    from ambereval.engine.snapshot_report import snapshot_report
     from ambereval.models import Embedder
 
-    web = FakeWeb(_long_pages())
-    web.start()
-    report = tmp_path / "landmarks.md"
-    report.write_text((FIXTURES / "report.md").read_text().replace("{ORIGIN}", web.origin_url))
-    task = {"format": "amber-task/1", "tasks": [{
-        "id": "landmarks", "query": "Landmarks brief", "report": "landmarks.md",
-        "evaluation_date": "2025-01-01",
-        "subtasks": [{"id": "s1", "instruction": "Gives the Eiffel Tower's completion year.",
-                      "factuality": ["When was the Eiffel Tower completed?"],
-                      "importance": "P0"}]}]}
-    tasks = tmp_path / "tasks.json"
-    tasks.write_text(json.dumps(task))
-    bundle = tmp_path / "bundle"
+    bundle, tasks = landmarks_bundle(tmp_path)
     judge = scripted_judge({"Claim: The Eiffel": {"question": 1, "answer": "true"}})
-    try:
-        snapshot_report(report, bundle, judge, fast_options(web, reader="direct", top_k=0),
-                        tasks, extractor="sentences")
-    finally:
-        web.stop()
     embedder = Embedder()
     texts = []
     for name in ("a", "b"):
