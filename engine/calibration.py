@@ -21,6 +21,11 @@ CALIBRATION: dict[str, dict[str, float]] = {
     # 0.325 / -0.134 generated -> 0.609 / 0.285; test halves 0.431 / 0.040 -> 0.576 / 0.193
     "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53":
         {"true": -4.5, "false": -4.75},
+    # Qwen2.5-Coder-1.5B-Instruct Q4_K_M (`amber models install qwen2.5-coder-1.5b`): same
+    # procedure; dev 0.567 / 0.205 generated -> 0.645 / 0.314; test halves 0.608 / 0.234
+    # -> 0.688 / 0.279
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046":
+        {"true": -1.25, "false": -0.5},
 }
 
 
