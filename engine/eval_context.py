@@ -123,6 +123,12 @@ class EvalContext:
                     "retriever": inner.identity()}
         return RecordingIndex(inner, digest, self)
 
+    def verify_decision(self, judge_model: dict[str, Any]) -> dict[str, Any] | None:
+        """How claim verification decides for the judge of this model identity: ``None``
+        chooses now (engine/verification.py ``decision_for``); a replay returns what the
+        run recorded."""
+        return None
+
     def record_search(self, record: dict[str, Any]) -> None:
         with self._lock:
             self._searches[search_key(record["index"], record["captures"], record["query"],

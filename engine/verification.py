@@ -163,14 +163,18 @@ def _provenance(j: Judgment) -> dict[str, Any]:
 def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                   options: VerifyOptions | None = None, cache_dir: str | Path | None = None,
                   progress: Progress | None = None,
-                  index_for: IndexFactory | None = None) -> dict[str, Any]:
+                  index_for: IndexFactory | None = None,
+                  decided: dict[str, Any] | None = None) -> dict[str, Any]:
     """Verify every claim in the bundle; returns ``{"claims": [...], "summary": {...}}``.
 
     ``index_for``: how the passage index over the claims' pages is made (default: built
     here, cached in ``cache_dir``); an evaluation passes one that records every search,
-    a replay one that answers from that record without the embedder."""
+    a replay one that answers from that record without the embedder. ``decided``: a
+    summary's recorded ``decision`` (``{"method", "bias"}``) to use instead of choosing
+    one now (a replay decides as the run did, whatever the calibration table says today)."""
     options = options or VerifyOptions()
-    method, schema, bias = decision_for(judge, options.decision)
+    method, schema, bias = recorded_decision(decided) if decided else \
+        decision_for(judge, options.decision)
     progress = progress or (lambda phase, done, total: None)
     params = ChunkParams(options.chunk_tokens, options.chunk_overlap)
     with Bundle.open(bundle_path) as bundle:
@@ -344,6 +348,14 @@ def decision_for(judge: Judge, decision: str = "auto"
     if decision == "generate" or (decision == "auto" and bias is None):
         return "generate", VERIFY_SCHEMA, None
     return "logprobs", VERIFY_LOGPROB_SCHEMA, bias
+
+
+def recorded_decision(decided: dict[str, Any]
+                      ) -> tuple[str, dict[str, Any], dict[str, float] | None]:
+    """``(method, schema, bias)`` from a summary's recorded ``decision``."""
+    if decided.get("method") == "logprobs":
+        return "logprobs", VERIFY_LOGPROB_SCHEMA, decided.get("bias")
+    return "generate", VERIFY_SCHEMA, None
 
 
 def read_answer(obj: dict[str, Any], bias: dict[str, float] | None) -> tuple[str, int | None]:

@@ -175,10 +175,12 @@ def test_recompute_retrieval_lists_what_differs(dr_run: Path, tmp_path: Path) ->
     assert "amber: 3 of " in text.output and "retrieval differs (order)" in text.output
 
 
-def test_real_judge_dailyreport_run_replays_identical(tmp_path: Path) -> None:
+def test_real_judge_dailyreport_run_replays_identical(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The default llama.cpp judge (label scoring available, so verification's decision
     method is chosen as live) and the real embedder: `amber evaluate` then `amber replay`
-    in fresh processes, identical."""
+    in fresh processes, identical. Then the calibration table changes (a later amber
+    refits or drops the judge's offsets): the replay still decides as the run recorded."""
     from replay_fixtures import landmarks_bundle
 
     from conftest import run_amber
@@ -196,3 +198,13 @@ def test_real_judge_dailyreport_run_replays_identical(tmp_path: Path) -> None:
     replay = run_amber("replay", str(out), "--json")
     assert replay.returncode == 0, replay.stderr
     assert json.loads(replay.stdout)["identical"]
+    decision = doc["judges"]["default"]["dailyreport"]["verification"]["decision"]
+    assert decision["method"] == "logprobs" and decision["bias"]
+
+    from ambereval.engine import calibration
+
+    for table in ({}, {sha: {"true": 0.0, "false": 0.0} for sha in calibration.CALIBRATION}):
+        monkeypatch.setattr(calibration, "CALIBRATION", table)
+        result = CliRunner().invoke(app, ["replay", str(out), "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["identical"]

@@ -95,9 +95,10 @@ def evaluate_dailyreport(judge: Judge, ctx: EvalContext, max_chars: int = 12_000
     when = f"Evaluation date: {date}\n" if date else ""
     # the claim index comes from the context: built once per report, every search
     # recorded in the run (replayed from that record)
+    decided = ctx.verify_decision(judge.backend.identity()["model"])
     verification = verify_claims(ctx.bundle.root, judge, ctx.embedder,  # type: ignore[arg-type]
-                                 index_for=ctx.claim_index) if ctx.claims else \
-        {"claims": [], "summary": {}}
+                                 index_for=ctx.claim_index, decided=decided) \
+        if ctx.claims else {"claims": [], "summary": {}}
     verdicts = {v["id"]: v for v in verification["claims"]}
     questions = [(s.id, q) for s in task.subtasks for q in s.factuality]
     assignment = _assign(judge, ctx.claims, questions, date)

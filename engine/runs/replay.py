@@ -103,6 +103,8 @@ class RunRecord:
     passages: dict[RecordKey, dict[str, Any]] = field(default_factory=dict)
     indexes: dict[str, dict[str, Any]] = field(default_factory=dict)
     searches: dict[SearchKey, dict[str, Any]] = field(default_factory=dict)
+    #: judge model key (sha256 or name) -> the verification decision the run recorded
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class RecordedEmbedder:
@@ -139,6 +141,10 @@ class ReplayContext(EvalContext):
 
     recorded: RunRecord = field(default_factory=RunRecord, repr=False)
     retrieved: bool = False  # the run had an embedder (so long pages were retrieved)
+
+    def verify_decision(self, judge_model: dict[str, Any]) -> dict[str, Any] | None:
+        key = json.dumps(_model_key(judge_model), sort_keys=True)
+        return self.recorded.decisions.get(key)
 
     def passages(self, page: Page, query: str, k: int = 3) -> list[str]:
         if not page.chunks:
@@ -312,6 +318,22 @@ def _compare(run: Path, replayed: Path, rel: str) -> dict[str, Any] | None:
     return {"file": rel, "path": where}
 
 
+def recorded_decisions(report: Path) -> dict[str, dict[str, Any]]:
+    """Each judge's verification decision as a run's report recorded it (keyed like
+    ``ReplayContext.verify_decision``), so a replay decides as the run did even after the
+    calibration table changed. A summary from before decisions were recorded generated."""
+    if not report.is_file():
+        return {}  # the comparison names the missing file
+    doc = json.loads(report.read_text(encoding="utf-8"))
+    decisions = {}
+    for protocols in (doc.get("judges") or {}).values():
+        summary = (protocols.get("dailyreport") or {}).get("verification") or {}
+        if summary.get("judge"):
+            key = json.dumps(_model_key(summary["judge"]), sort_keys=True)
+            decisions[key] = summary.get("decision") or {"method": "generate", "bias": None}
+    return decisions
+
+
 def replay_run(run_dir: str | Path) -> dict[str, Any]:
     """Re-evaluate ``run_dir`` from its ledger and retrieval record; compare byte for byte.
 
@@ -354,6 +376,7 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
                 read = read_record(run / "retrieval" / (Path(job.fname).stem + ".jsonl"))
                 records.passages, records.indexes, records.searches = \
                     read.passages, read.indexes, read.searches
+                records.decisions = recorded_decisions(run / "reports" / job.fname)
                 try:
                     doc = evaluate_report(job, setup)
                 except LedgerMiss as err:  # name the report whose question is missing
