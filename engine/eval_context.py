@@ -45,6 +45,10 @@ def search_key(index: str, captures: set[str] | list[str] | None, query: str,
     return (index, "\n".join(sorted(captures)) if captures is not None else "", query, k)
 
 
+#: chunks per page when several statements are checked against it (``page_passages``)
+PAGE_PASSAGES = 6
+
+
 def hit_rows(hits: list[Hit]) -> list[dict[str, Any]]:
     return [{"chunk_id": h.chunk.chunk_id, "start": h.chunk.start, "end": h.chunk.end,
              "score": float(h.score), "rank": h.rank} for h in hits]
@@ -87,12 +91,13 @@ class EvalContext:
             self._pages[url] = load_page(self.bundle, cid, url, self.params)
         return self._pages[url]
 
-    def passages(self, page: Page, query: str, k: int = 3) -> list[str]:
-        """The k chunks of ``page`` closest to ``query`` (page order), or its start."""
+    def ranked(self, page: Page, query: str, k: int = 3) -> list[Chunk]:
+        """The k chunks of ``page`` closest to ``query``, best first (the page's first k
+        when there is no embedder or no more chunks); every search is recorded."""
         if not page.chunks:
             return []
         if self.embedder is None or len(page.chunks) <= k:
-            return [c.text for c in page.chunks[:k]]
+            return page.chunks[:k]
         with self._lock:
             index = self._indexes.get(page.capture_id)
             if index is None:  # each page's chunks are embedded once per evaluation
@@ -103,7 +108,25 @@ class EvalContext:
             self._retrievals[(page.capture_id, query, k)] = {
                 "capture_id": page.capture_id, "query": query, "k": k,
                 "retriever": index.identity(), "hits": hit_rows(hits)}
-        return [h.chunk.text for h in sorted(hits, key=lambda h: h.chunk.start)]
+        return [h.chunk for h in hits]
+
+    def passages(self, page: Page, query: str, k: int = 3) -> list[str]:
+        """The k chunks of ``page`` closest to ``query`` (page order), or its start."""
+        return [c.text for c in sorted(self.ranked(page, query, k), key=lambda c: c.start)]
+
+    def page_passages(self, page: Page, queries: list[str], k: int = 3,
+                      cap: int = PAGE_PASSAGES) -> list[str]:
+        """The passages of ``page`` for several statements at once, so that every check
+        against the page shares one prompt prefix (the page is read once): each
+        statement's k best chunks taken in turns by rank (every statement's best, then
+        every second best, ...) up to ``cap`` chunks, in page order."""
+        lists = [self.ranked(page, q, k) for q in dict.fromkeys(queries)]
+        chosen: dict[str, Chunk] = {}
+        for rank in range(k):
+            for chunks in lists:
+                if rank < len(chunks) and len(chosen) < cap:
+                    chosen.setdefault(chunks[rank].chunk_id, chunks[rank])
+        return [c.text for c in sorted(chosen.values(), key=lambda c: c.start)]
 
     def claim_index(self, chunks: list[Chunk], params: ChunkParams,
                     spec: RetrieverSpec) -> RecordingIndex:

@@ -6,10 +6,11 @@
    each. The judge is the loopback fake OpenAI-compatible server (tests/fakejudge.py),
    so the figure is Amber's own: the bundle, every page's chunks, their MiniLM
    embeddings, the retriever (FAISS + BM25), the prompts and verdicts.
-2. ``amber evaluate --protocol deepeval`` with the default models (SmolLM2 judge in
-   process, MiniLM) on the longest LiveResearchBench reference report (4,830 words),
-   its cited URLs served as loopback pages holding the sentences that cite them plus
-   filler paragraphs (the set-up of scripts/bench_report_cost.py).
+2. ``amber evaluate --protocol all`` with the default models (SmolLM2 judge in process,
+   MiniLM) on the longest LiveResearchBench reference report (4,830 words), its cited
+   URLs served as loopback pages holding the sentences that cite them plus filler
+   paragraphs (``lrb_bundle`` of scripts/bench_report_cost.py); its wall and CPU time
+   and the judge's calls and tokens (from the run's ledger) are printed with the peak.
 
 Each job runs as its own process; its peak RSS is read from ``wait4``'s rusage.
 
@@ -31,11 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_report_cost import LRB, fake_site  # noqa: E402
+from bench_report_cost import ledger_figures, lrb_bundle  # noqa: E402
 from fakejudge import FakeJudgeServer  # noqa: E402
 
-from ambereval.engine.importers import import_lrb  # noqa: E402
-from ambereval.engine.tasks import dump_tasks  # noqa: E402
 from ambereval.snapshots import (  # noqa: E402
     CaptureOptions,
     RetryPolicy,
@@ -51,8 +50,9 @@ REPORT_QID = "policyfX8vyl8vSaEC7Jue"
 FILLER_QID = "marketDEJL1uDRvx5UqKKm"
 
 
-def peak_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """(peak RSS in MB, wall seconds, stdout) of one process; fails loudly."""
+def peak_rss(cmd: list[str], env: dict[str, str] | None = None
+             ) -> tuple[float, float, str, float]:
+    """(peak RSS in MB, wall seconds, stdout, CPU seconds) of one process; fails loudly."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
@@ -63,7 +63,8 @@ def peak_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, 
         err.seek(0)
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd[:4])} failed: {err.read().decode()[-2000:]}")
-        return usage.ru_maxrss / 1024, wall, out.read().decode()
+        return (usage.ru_maxrss / 1024, wall, out.read().decode(),
+                usage.ru_utime + usage.ru_stime)
 
 
 def wice_articles() -> list[tuple[str, list[str]]]:
@@ -97,38 +98,14 @@ def verify_bundle_of(pages: int, work: Path) -> tuple[Path, int]:
     return bundle, len(claims)
 
 
-def evaluate_inputs(work: Path, web: FakeWeb) -> tuple[Path, Path, int]:
-    name = f"qid_{REPORT_QID}_report.md"
-    text = (LRB / "reference_reports" / name).read_text(encoding="utf-8")
-    filler = (LRB / "reference_reports" / f"qid_{FILLER_QID}_report.md").read_text(
-        encoding="utf-8")
-    pages, _ = fake_site(text, filler)
-    local = {url: web.url(f"/src/{i}.html") for i, url in enumerate(sorted(pages))}
-    for url, path in local.items():
-        web.pages[path[len(web.origin_url):]] = html_page(f"Source {url}", *pages[url])
-    for url in sorted(local, key=len, reverse=True):
-        text = text.replace(url, local[url])
-    report = work / name
-    report.write_text(text, encoding="utf-8")
-    tasks = [t for t in import_lrb(LRB / "coverage_checklist.csv",
-                                   baselines=LRB / "reference_reports") if t.id == REPORT_QID]
-    task_file = dump_tasks(tasks, work / "tasks.json")
-    bundle = work / "bundle-evaluate"
-    env = {**os.environ, **web.env()}
-    subprocess.run([*AMBER, "snapshot", "report", str(report), "--out", str(bundle),
-                    "--task", str(task_file), "--extractor", "sentences", "--top-k", "0",
-                    "--reader", "direct", "--allow-private-addresses", "--json"],
-                   env=env, check=True, capture_output=True)
-    return bundle, task_file, len(text.split())
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pages", type=int, default=1000)
     ap.add_argument("--skip-evaluate", action="store_true")
     ap.add_argument("--skip-verify", action="store_true")
+    ap.add_argument("--qid", default=REPORT_QID, help="the LRB report evaluate scores")
     args = ap.parse_args()
-    base, _, _ = peak_rss([sys.executable, "-c", "import ambereval.models as m; "
+    base, _, _, _ = peak_rss([sys.executable, "-c", "import ambereval.models as m; "
                            "m.Embedder().embed(['warm'])"])
     print(f"reference: a Python process holding just the embedder: {base:,.0f} MB", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -136,7 +113,7 @@ def main() -> None:
         if not args.skip_verify:
             bundle, claims = verify_bundle_of(args.pages, work)
             with FakeJudgeServer() as judge:
-                rss, wall, out = peak_rss([*AMBER, "verify", str(bundle), "--out",
+                rss, wall, out, _ = peak_rss([*AMBER, "verify", str(bundle), "--out",
                                            str(work / "verify"), "--judge-url", judge.url,
                                            "--judge-name", "fake", "--json"])
             summary = json.loads(out)["summary"] if out.strip().startswith("{") else {}
@@ -145,14 +122,17 @@ def main() -> None:
                   f"{summary.get('judge_calls', '?')} judge calls, fake served judge): "
                   f"peak RSS {rss:,.0f} MB, {wall:.0f} s", flush=True)
         if not args.skip_evaluate:
-            with FakeWeb(pages={}) as web:
-                bundle, task, words = evaluate_inputs(work, web)
-            rss, wall, _ = peak_rss([*AMBER, "evaluate", str(bundle), "--task", str(task),
-                                     "--protocol", "deepeval", "--out", str(work / "eval"),
-                                     "--json"])
-            print(f"amber evaluate --protocol deepeval, {words}-word report, default "
-                  f"models: peak RSS {rss:,.0f} MB, {wall:.0f} s", flush=True)
-
+            made = lrb_bundle(args.qid, FILLER_QID, work / "lrb")
+            rss, wall, _, cpu = peak_rss([*AMBER, "evaluate", str(made["bundle"]), "--task",
+                                          str(made["tasks"]), "--protocol", "all", "--out",
+                                          str(work / "eval"), "--threads", "2", "--json"])
+            figures = ledger_figures(work / "eval" / "ledger.sqlite")
+            print(f"amber evaluate --protocol all, {made['words']}-word report "
+                  f"({made['claims']} claims, {made['cited_urls']} cited URLs), default "
+                  f"models: peak RSS {rss:,.0f} MB, {wall:.0f} s wall, {cpu:.0f} s CPU; "
+                  f"{figures['calls']} judge calls, {figures['prompt_tokens']:,} prompt and "
+                  f"{figures['generated_tokens']:,} generated tokens, "
+                  f"{figures['model_seconds']:.0f} s in the model", flush=True)
 
 if __name__ == "__main__":
     main()

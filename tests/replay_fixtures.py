@@ -26,11 +26,14 @@ def long_pages() -> dict:
     return pages
 
 
-def landmarks_bundle(tmp: Path) -> tuple[Path, Path]:
+def landmarks_bundle(tmp: Path, report_text: str | None = None) -> tuple[Path, Path]:
+    """The bundle and task file; ``report_text`` replaces the fixture report (``{ORIGIN}``
+    stands for the fake web's origin)."""
     web = FakeWeb(long_pages())
     web.start()
     report = tmp / "landmarks.md"
-    report.write_text((FIXTURES / "report.md").read_text().replace("{ORIGIN}", web.origin_url))
+    text = report_text or (FIXTURES / "report.md").read_text()
+    report.write_text(text.replace("{ORIGIN}", web.origin_url))
     task = {"format": "amber-task/1", "tasks": [{
         "id": "landmarks", "query": "Landmarks brief", "report": "landmarks.md",
         "evaluation_date": "2025-01-01",

@@ -309,3 +309,37 @@ def test_judge_means_recompute_the_average() -> None:
     a = {"x": 100.0, "y": None, "average": 100.0}
     b = {"x": 0.0, "y": 50.0, "average": 25.0}
     assert _mean_scores([a, b]) == {"x": 50.0, "y": 50.0, "average": 50.0}
+
+
+def test_checks_against_one_page_share_its_passages(tmp_path: Path,
+                                                     embedder: Embedder) -> None:
+    """DR3's FA and DeepEval's citation accuracy read a page once: every statement citing
+    it is asked with the same passages (each statement's best chunk among them), one
+    right after the other, so the in-process judge evaluates the page prefix once."""
+    from replay_fixtures import landmarks_bundle
+
+    from ambereval.engine.protocols.deepeval import citation_accuracy
+    from ambereval.engine.protocols.dr3 import factual_accuracy
+
+    report = ("# Eiffel\n\nThe Eiffel Tower in Paris was completed in 1889 [1]. "
+              "The city's bakeries are described at length [1]. The Louvre opened as a "
+              "public museum in 1793 [2].\n\n## Sources\n"
+              "[1] Eiffel: {ORIGIN}/pages/eiffel.html\n[2] Louvre: {ORIGIN}/pages/louvre.html\n")
+    bundle, tasks = landmarks_bundle(tmp_path, report)
+    for name, run in (("fa", factual_accuracy), ("e3", citation_accuracy)):
+        judge = scripted_judge()
+        with Bundle.open(bundle) as b:
+            ctx = open_context(b, reports_in(b)[0], load_tasks(tasks)[0], embedder)
+            url = next(u for c in ctx.report.citations for u in c.urls if "eiffel" in u)
+            chunks = [c.text for c in ctx.page(url).chunks]
+            assert len(chunks) > 6  # retrieval chooses among its chunks
+            run(judge, ctx)
+        calls = [c for c in judge.backend.calls if "Statement: " in c]  # type: ignore[attr-defined]
+        eiffel = [i for i, c in enumerate(calls) if "1889 [1]" in c or "bakeries" in c]
+        assert len(eiffel) == 2 and eiffel[1] == eiffel[0] + 1, name  # asked back to back
+        first, second = (calls[i] for i in eiffel)
+        prefix = first.split("Statement: ")[0]
+        assert second.split("Statement: ")[0] == prefix, name  # one shared page prefix
+        assert "completed in 1889 for the World's Fair" in prefix, name  # each one's best
+        assert "bakeries of the city" in prefix, name
+        assert 2 <= sum(c in prefix for c in chunks) <= 6, name  # at most 6 of its chunks

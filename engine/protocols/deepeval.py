@@ -148,8 +148,10 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
             urls.append(entry)
             continue
         verdicts = []
+        # the page is read once: one set of passages for all its claims, so their prompts
+        # share the page as a prefix (the in-process judge evaluates it once)
+        passages = "\n\n".join(ctx.page_passages(page, claims))
         for claim in claims:
-            passages = "\n\n".join(ctx.passages(page, claim))
             messages = [{"role": "system", "content": "Decide whether the page passages "
                          "support the statement from a report. Use only the passages."},
                         {"role": "user", "content": f"Passages from {page.url}:\n{passages}"

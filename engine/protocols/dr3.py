@@ -138,7 +138,10 @@ def _insights(judge: Judge, ctx: EvalContext, insights: list[str] | None,
 def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
     by_title = ctx.pages_by_title()
     titles = list(by_title)
-    claims = []
+    claims: list[dict[str, Any]] = []
+    # (source header, capture) -> the page and its (claim, check) slots, asked together
+    # so that the page is read once: one set of passages, one shared prompt prefix
+    by_page: dict[tuple[str, str], tuple[Any, list[tuple[int, int]]]] = {}
     for s in ctx.report.sentences:
         text = ctx.text[s.start : s.end]
         cites = ctx.report.citations_in(s.start, s.end)
@@ -153,29 +156,36 @@ def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
                 sources.append(("url", url, ctx.page(url)))
         if not sources and not any(ch.isdigit() for ch in text):
             continue  # not a factual sentence for FA: no source and no figure
-        checks = []
+        checks: list[dict[str, Any]] = []
         for _kind, name, page in sources:
             if page is None or not page.valid:
                 checks.append({"source": name, "supported": False, "reason": "source missing"})
                 continue
-            passages = "\n\n".join(ctx.passages(page, text))
+            header = page.title or name
+            slot = by_page.setdefault((header, page.capture_id or page.url), (page, []))
+            slot[1].append((len(claims), len(checks)))
+            checks.append({"source": name})
+        claims.append({"claim": text[:300], "start": s.start, "end": s.end,
+                       "text": text, "sources": checks})
+    for (header, _), (page, slots) in sorted(by_page.items()):
+        passages = "\n\n".join(ctx.page_passages(page, [claims[i]["text"] for i, _ in slots]))
+        for i, j in slots:
+            check = claims[i]["sources"][j]
             messages = [{"role": "system", "content": FA_SYSTEM},
-                        {"role": "user", "content": f"Source: {page.title or name}\n"
-                         f"Passages:\n{passages}\n\nStatement: {text}"}]
+                        {"role": "user", "content": f"Source: {header}\n"
+                         f"Passages:\n{passages}\n\nStatement: {claims[i]['text']}"}]
             try:
                 ans = judge.ask(messages, FA_SCHEMA, max_tokens=DECISION_TOKENS)
             except ModelError as err:
-                checks.append({"source": name, "supported": False,
-                               "reason": f"judge error: {err}",
-                               "ledger_key": judge.key(messages, FA_SCHEMA,
-                                                       DECISION_TOKENS)})
+                check.update(supported=False, reason=f"judge error: {err}",
+                             ledger_key=judge.key(messages, FA_SCHEMA, DECISION_TOKENS))
                 continue
-            checks.append({"source": name, "supported": bool(ans.obj["supported"]),
-                           "ledger_key": ans.key,
-                           "warc_record_id": page.text_record})
-        ok = bool(checks) and all(c["supported"] for c in checks)
-        claims.append({"claim": text[:300], "start": s.start, "end": s.end,
-                       "supported": ok, "sources": checks})
+            check.update(supported=bool(ans.obj["supported"]), ledger_key=ans.key,
+                         warc_record_id=page.text_record)
+    for claim in claims:
+        del claim["text"]
+        claim["supported"] = bool(claim["sources"]) and all(
+            c["supported"] for c in claim["sources"])
     if not claims:
         return {"score": None, "reason": "no claims"}
     return {"score": round(100.0 * sum(c["supported"] for c in claims) / len(claims), 4),

@@ -146,11 +146,11 @@ class ReplayContext(EvalContext):
         key = json.dumps(_model_key(judge_model), sort_keys=True)
         return self.recorded.decisions.get(key)
 
-    def passages(self, page: Page, query: str, k: int = 3) -> list[str]:
+    def ranked(self, page: Page, query: str, k: int = 3) -> list[Chunk]:
         if not page.chunks:
             return []
         if not self.retrieved or len(page.chunks) <= k:
-            return [c.text for c in page.chunks[:k]]
+            return page.chunks[:k]
         key = (page.capture_id, query, k)
         record = self.recorded.passages.get(key)
         if record is None:
@@ -159,10 +159,10 @@ class ReplayContext(EvalContext):
                                    "was not recorded by the run")
         by_id = {c.chunk_id: c for c in page.chunks}
         chunks = [_checked_chunk(self.name, by_id, h, f"capture {page.capture_id}")
-                  for h in record["hits"]]
+                  for h in sorted(record["hits"], key=lambda h: h["rank"])]
         with self._lock:
             self._retrievals[key] = record
-        return [c.text for c in sorted(chunks, key=lambda c: c.start)]
+        return chunks
 
     def claim_index(self, chunks: list[Chunk], params: ChunkParams,  # type: ignore[override]
                     spec: RetrieverSpec) -> RecordedIndex:
