@@ -5,9 +5,17 @@ A schema built by :func:`label_logprob_schema` carries the annotation ``x-amber-
 decision method is too). A backend that can score labels (llama.cpp in-process) reads
 the log-probability of each label as the value of ``field``, right after the prompt and
 the opening ``{"field": "``, in one forward pass, and answers
-``{"<field>": <most likely label>, "logprobs": {label: logprob, ...}}``: the same
-first-token choice greedy grammar-constrained decoding would make, plus the numbers a
-calibrated rule needs. Nothing is generated, so a decision costs a prompt evaluation only.
+``{"<field>": <most likely label>, "logprobs": {label: logprob, ...}}``: the argmax and
+the numbers a calibrated rule needs. Nothing is generated, so a decision costs a prompt evaluation
+only. It is not greedy decoding's choice: a model may open the JSON its own way (SmolLM2
+writes ``{ "field" : ``) and split the value into other tokens, so a rule on these
+numbers is fitted against labels (engine/calibration.py), never assumed.
+
+A yes/no field (:func:`boolean_logprob_schema`) is scored the same way with the JSON
+literals `` true`` and `` false`` after ``{"field":``, answering
+``{"<field>": true|false, "logprobs": {"true": .., "false": ..}}``. Measured on the
+protocols' support checks, its plain argmax agrees with greedy decoding on too few pairs
+to replace it (scripts/bench_judge_prompts.py), so no protocol uses it.
 
 The recorded answer carries the log-probabilities (rounded to 6 decimals), so a replay
 from the ledger re-applies any decision rule bit-identically without the model.
@@ -17,10 +25,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 DECIDE = "x-amber-decide"
 METHOD = "label-logprobs-v1"
+BOOLEAN_LABELS = ("true", "false")
 
 
 def label_logprob_schema(field: str, labels: Sequence[str]) -> dict[str, Any]:
@@ -39,13 +48,29 @@ def label_logprob_schema(field: str, labels: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def decision_spec(schema: Mapping[str, Any]) -> tuple[str, list[str]] | None:
-    """``(field, labels)`` when the schema asks for a log-probability decision."""
+def boolean_logprob_schema(field: str) -> dict[str, Any]:
+    """The schema of a yes/no field decided by log-probabilities (see the module doc)."""
+    schema = label_logprob_schema(field, BOOLEAN_LABELS)
+    schema["properties"][field] = {"type": "boolean"}
+    return schema
+
+
+class DecisionSpec(NamedTuple):
+    field: str
+    labels: list[str]
+    literal: bool  # JSON literals (true/false), not quoted strings
+
+
+def decision_spec(schema: Mapping[str, Any]) -> DecisionSpec | None:
+    """What to score when the schema asks for a log-probability decision."""
     spec = schema.get(DECIDE)
     if not spec:
         return None
     field = spec["field"]
-    return field, list(schema["properties"][field]["enum"])
+    prop = schema["properties"][field]
+    if prop.get("type") == "boolean":
+        return DecisionSpec(field, list(BOOLEAN_LABELS), True)
+    return DecisionSpec(field, list(prop["enum"]), False)
 
 
 def normalized(logprobs: Mapping[str, float]) -> dict[str, float]:

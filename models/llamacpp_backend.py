@@ -25,6 +25,7 @@ from ambereval.errors import ModelError, PromptError
 from ambereval.models.decision import decision_spec
 from ambereval.models.gguf import read_metadata
 from ambereval.models.judge import Completion, Message
+from ambereval.models.prefix_states import PrefixStates
 from ambereval.models.registry import file_sha256
 
 CUT_MARK = " [...]"
@@ -49,6 +50,7 @@ class LlamaCppBackend:
         self._formatter: Any = None
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.prefix_states = PrefixStates()  # shared prefixes read once (see its module)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -171,7 +173,10 @@ class LlamaCppBackend:
             grammar = self.grammar(schema)
             sent, trunc = self.fit(messages, max_tokens)
             prompt, stops = self.render(sent)
-            out = self.llm().create_completion(
+            llm = self.llm()
+            self.prefix_states.before_eval(llm, llm.tokenize(prompt.encode("utf-8"),
+                                                             special=True))
+            out = llm.create_completion(
                 prompt, max_tokens=max_tokens, temperature=0.0, top_k=1, top_p=1.0,
                 min_p=0.0, repeat_penalty=1.0, seed=seed, grammar=grammar, stop=stops)
         usage = out["usage"]
@@ -202,19 +207,23 @@ class LlamaCppBackend:
         top = logits.max()
         return logits - top - np.log(np.exp(logits - top).sum())
 
-    def _label_logprobs(self, messages: list[Message], field: str,
-                        labels: list[str]) -> Completion:
+    def _label_logprobs(self, messages: list[Message], field: str, labels: list[str],
+                        literal: bool = False) -> Completion:
         """The log-probability of each label as the value of ``field``: the prompt, then
-        ``{"field": "``, then the label's tokens (summed over a multi-token label)."""
+        ``{"field": "``, then the label's tokens (summed over a multi-token label). A JSON
+        literal (true/false) is scored as `` true`` after ``{"field":``: BPE vocabularies
+        fold the space into the word, as greedy decoding writes it."""
         sent, trunc = self.fit(messages, 16)
         prompt, _ = self.render(sent)
-        head = prompt + '{"' + field + '": "'
+        head = prompt + '{"' + field + ('":' if literal else '": "')
+        lead = " " if literal else ""
         llm = self.llm()
         base = llm.tokenize(head.encode("utf-8"), special=True)
         scores: dict[str, float] = {}
+        self.prefix_states.before_eval(llm, base)
         first = self._eval_from(base)
         for label in labels:
-            full = llm.tokenize((head + label).encode("utf-8"), special=True)
+            full = llm.tokenize((head + lead + label).encode("utf-8"), special=True)
             if full[: len(base)] != base or len(full) == len(base):
                 raise PromptError(f"label {label!r} does not tokenize after the prompt "
                                   "on its own; it cannot be scored by log-probability")
@@ -225,6 +234,7 @@ class LlamaCppBackend:
                 total += float(logp[rest[i]])
             scores[label] = round(total, 6)
         best = min(labels, key=lambda lab: (-scores[lab], lab))
-        raw = json.dumps({field: best, "logprobs": scores}, sort_keys=True)
+        value: Any = json.loads(best) if literal else best
+        raw = json.dumps({field: value, "logprobs": scores}, sort_keys=True)
         return Completion(raw, {"prompt_tokens": len(base), "completion_tokens": 0}, trunc,
                           "logprobs")

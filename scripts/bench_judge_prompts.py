@@ -10,6 +10,14 @@ offsets (for ``true`` and ``false``; ``none`` stays 0) that maximise the mean of
 accuracy and kappa over the sets on the half being measured, and prints both the plain
 (argmax) and the calibrated figures. Calibrate on dev; apply the dev offsets to test
 with ``--bias true=X,false=Y``.
+
+The yes/no variants (``fa-gen``/``fa-lp``: DR3 FA's support check, ``e3-gen``/``e3-lp``:
+DeepEval citation accuracy's) ask the protocols' own prompts (``fa-v1-*``/``e3-v1-*``:
+the prompts before both shared one page prefix) and are scored binary (supported vs
+not). ``-gen`` generates the one-field JSON; ``-lp`` reads the ``true``/``false``
+log-probabilities after ``{"supported":`` (the protocols' default for the in-process
+judge, never calibrated); for each such pair the share of pairs on which the two decide
+the same is printed.
 """
 
 from __future__ import annotations
@@ -22,8 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.engine.judge_bench import BINARY, TERNARY, load_pairs, metrics
+from ambereval.engine.judging import page_check_messages
+from ambereval.engine.protocols.deepeval import SUPPORT_RULE
+from ambereval.engine.protocols.dr3 import FA_RULE
 from ambereval.models import open_judge
-from ambereval.models.decision import decide, label_logprob_schema
+from ambereval.models.decision import boolean_logprob_schema, decide, label_logprob_schema
 
 SETS = ("factcheck_gpt", "climate_fever", "wice", "attributionbench")
 LABELS = ("true", "false", "none")
@@ -47,6 +58,13 @@ OLD_SCHEMA: dict[str, Any] = {
     "required": ["answer", "passage", "evidence"],
     "additionalProperties": False,
 }
+OLD_FA = (
+    "You check a statement from a report against passages of the source it cites. Be "
+    "lenient: answer supported unless the passages directly contradict the statement or "
+    "contain nothing related to it."
+)
+OLD_E3 = ("Decide whether the page passages support the statement from a report. Use only "
+          "the passages.")
 SHORT_Q = (
     "Answer the question from the passages only, not from your own knowledge: 'true' if "
     "they say yes, 'false' if they say no, 'none' if they do not say."
@@ -77,10 +95,30 @@ def messages(variant: str, claim: str, evidence: str) -> list[dict[str, str]]:
         return [{"role": "system", "content": SHORT_Q},
                 {"role": "user", "content": f"Passages:\n\n{listing}\n\n"
                                             f"Question: {question_of(claim)}"}]
+    if variant.startswith("fa-v1-"):  # dr3's FA prompt before the shared page prefix
+        return [{"role": "system", "content": OLD_FA},
+                {"role": "user", "content": f"Source: evidence\nPassages:\n{evidence}\n\n"
+                                            f"Statement: {claim}"}]
+    if variant.startswith("e3-v1-"):  # deepeval's E3 prompt before the shared page prefix
+        return [{"role": "system", "content": OLD_E3},
+                {"role": "user", "content": f"Passages from the source:\n{evidence}\n\n"
+                                            f"Statement: {claim}"}]
+    if variant.startswith("fa-"):  # dr3.factual_accuracy's prompt today
+        return page_check_messages("evidence", evidence, FA_RULE, claim)
+    if variant.startswith("e3-"):  # deepeval.citation_accuracy's prompt today
+        return page_check_messages("evidence", evidence, SUPPORT_RULE, claim)
     if variant.startswith("short-claim"):
         return [{"role": "system", "content": SHORT_CLAIM},
                 {"role": "user", "content": f"Evidence:\n\n{listing}\n\nClaim: {claim}"}]
     raise SystemExit(f"unknown variant {variant}")
+
+
+YES_NO_SCHEMA = {"type": "object", "properties": {"supported": {"type": "boolean"}},
+                 "required": ["supported"], "additionalProperties": False}
+
+
+def yes_no(variant: str) -> bool:
+    return variant.startswith(("fa-", "e3-"))
 
 
 def to_label(answer: str, labels: tuple[str, ...]) -> str:
@@ -89,11 +127,13 @@ def to_label(answer: str, labels: tuple[str, ...]) -> str:
 
 
 def score(rows: dict[str, list[tuple[str, dict[str, float] | str]]],
-          bias: dict[str, float] | None) -> dict[str, dict[str, Any]]:
+          bias: dict[str, float] | None, binary: bool = False) -> dict[str, dict[str, Any]]:
     out = {}
     for name, items in rows.items():
         labels = TERNARY if any(g in ("contradicted", "unknown") for g, _ in items) else BINARY
-        gold = [g for g, _ in items]
+        if binary:
+            labels = BINARY
+        gold = [g if g == "supported" or not binary else "unsupported" for g, _ in items]
         pred = [to_label(a if isinstance(a, str) else decide(a, bias), labels)
                 for _, a in items]
         out[name] = metrics(gold, pred, labels)
@@ -140,16 +180,27 @@ def main() -> None:
             for variant in variants:
                 start = time.perf_counter()
                 msgs = messages(variant, pair.claim, pair.evidence)
-                if variant.endswith("-gen"):
+                if yes_no(variant):
+                    schema = boolean_logprob_schema("supported") if variant.endswith("-lp") \
+                        else YES_NO_SCHEMA
+                    ans = "true" if judge.ask(msgs, schema, 24).obj["supported"] else "false"
+                elif variant.endswith("-gen"):
                     ans = judge.ask(msgs, OLD_SCHEMA, 160).obj["answer"]
                 else:
                     ans = judge.ask(msgs, lp_schema, 16).obj["logprobs"]
                 seconds[variant] += time.perf_counter() - start
                 rows[variant].setdefault(set_name, []).append((pair.label, ans))
     for variant in variants:
-        result: dict[str, Any] = {"plain": score(rows[variant], None),
+        result: dict[str, Any] = {"plain": score(rows[variant], None, yes_no(variant)),
                                   "seconds": round(seconds[variant], 1)}
-        if variant.endswith("-lp"):
+        twin = variant[:-3] + "-gen"
+        if yes_no(variant) and variant.endswith("-lp") and twin in rows:
+            same = [a == b for s in SETS for (_, a), (_, b)
+                    in zip(rows[variant][s], rows[twin][s], strict=True)]
+            result["same_as_generated"] = [sum(same), len(same)]
+            print(f"{name[:14]} {args.half} {variant:16} decides as {twin} on "
+                  f"{sum(same)}/{len(same)} pairs", flush=True)
+        if variant.endswith("-lp") and not yes_no(variant):
             if args.bias:
                 bias = {k: float(v) for k, v in (x.split("=") for x in args.bias.split(","))}
             else:

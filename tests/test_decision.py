@@ -21,7 +21,13 @@ from ambereval.engine.verification import (
 )
 from ambereval.errors import ConfigError
 from ambereval.models import Judge, Ledger, open_judge
-from ambereval.models.decision import DECIDE, decide, decision_spec, normalized
+from ambereval.models.decision import (
+    DECIDE,
+    boolean_logprob_schema,
+    decide,
+    decision_spec,
+    normalized,
+)
 
 
 def test_decide_with_and_without_offsets() -> None:
@@ -36,7 +42,7 @@ def test_decide_with_and_without_offsets() -> None:
 
 def test_logprob_schema_is_a_valid_schema_that_names_its_method() -> None:
     jsonschema.Draft202012Validator.check_schema(VERIFY_LOGPROB_SCHEMA)
-    assert decision_spec(VERIFY_LOGPROB_SCHEMA) == ("answer", ["true", "false", "none"])
+    assert decision_spec(VERIFY_LOGPROB_SCHEMA) == ("answer", ["true", "false", "none"], False)
     assert decision_spec(VERIFY_SCHEMA) is None and DECIDE in VERIFY_LOGPROB_SCHEMA
     ok = {"answer": "none", "logprobs": {"true": -3.0, "false": -2.0, "none": -1.0}}
     jsonschema.validate(ok, VERIFY_LOGPROB_SCHEMA)
@@ -46,6 +52,18 @@ def test_logprob_schema_is_a_valid_schema_that_names_its_method() -> None:
     assert read_answer(ok, None) == ("none", None)
     assert read_answer(ok, {"false": 1.5}) == ("false", None)
     assert read_answer({"answer": "true", "passage": 2}, None) == ("true", 2)
+
+
+def test_yes_no_schema_scores_literals_for_a_judge_that_can() -> None:
+    schema = boolean_logprob_schema("supported")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert decision_spec(schema) == ("supported", ["true", "false"], True)
+    assert decision_spec(VERIFY_LOGPROB_SCHEMA).literal is False
+    jsonschema.validate({"supported": False, "logprobs": {"true": -2.0, "false": -0.5}},
+                        schema)
+    with pytest.raises(jsonschema.ValidationError):  # the value is a boolean, not a label
+        jsonschema.validate({"supported": "false", "logprobs": {"true": -2.0,
+                                                                 "false": -0.5}}, schema)
 
 
 def test_a_judge_that_cannot_score_labels_generates() -> None:
