@@ -2,11 +2,9 @@
 rubric scores and item lists. Every call goes through the one Judge (and its ledger); each
 result carries the ledger key that produced it.
 
-Every report-level call has the same system line and puts the report first, its kind's
-rules after it, so all of them, across protocols, share the report as a prompt prefix
-(llama.cpp reuses its KV cache; models/prefix_states.py restores it after other calls).
-Long reports are clipped to ``max_chars`` at a paragraph boundary; the clip is recorded
-with the result.
+Report text is put first in the user message so consecutive calls about the same report
+share a prompt prefix (llama.cpp reuses its KV cache). Long reports are clipped to
+``max_chars`` at a paragraph boundary; the clip is recorded with the result.
 
 Cost rule: the prompt is cheap (prefix reuse), generated tokens are not. Every schema
 asks for the decision only, and every free-text field that remains is bounded; nothing
@@ -55,33 +53,9 @@ def clip(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> Clipped:
     return Clipped(head + "\n\n[...]", len(text) - len(head))
 
 
-REPORT_SYSTEM = (
-    "You review a research report for one task at a time. Read the report, then do the "
-    "task given after it, by the task's own rules and from the report alone."
-)
-PAGE_SYSTEM = (
-    "You check statements from a research report against passages of a source the report "
-    "cites. Use only the passages, never your own knowledge, and apply the rule given "
-    "with the statement."
-)
-
-
-def _messages(task: str, report: Clipped, ask: str, label: str = "Report") -> list[dict]:
-    """A report-level call: one system line and the report first, the kind's rules
-    (``task``) after it, so every report-level call of every protocol shares the report
-    as a prompt prefix (models/prefix_states.py keeps it across the page checks)."""
-    return [{"role": "system", "content": REPORT_SYSTEM},
-            {"role": "user", "content": f"{label}:\n{report.text}\n\nTask: {task}\n\n{ask}"}]
-
-
-def page_check_messages(source: str, passages: str, rule: str,
-                        statement: str) -> list[dict[str, str]]:
-    """A (statement, cited page) check: the page's passages first and the protocol's
-    ``rule`` after them, so DR3 FA and DeepEval citation accuracy asking about the same
-    page share it as a prompt prefix."""
-    return [{"role": "system", "content": PAGE_SYSTEM},
-            {"role": "user", "content": f"Source: {source}\nPassages:\n{passages}\n\n"
-                                        f"Rule: {rule}\nStatement: {statement}"}]
+def _messages(system: str, report: Clipped, ask: str, label: str = "Report") -> list[dict]:
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": f"{label}:\n{report.text}\n\n{ask}"}]
 
 
 def _call(judge: Judge, messages: list[dict], schema: dict[str, Any],
@@ -101,18 +75,9 @@ CHECK_SYSTEM = (
     "a method to find it, or 'data not available' do not count; section titles alone do "
     "not count). Otherwise answer fail."
 )
+CHECK_SCHEMA = {"type": "object", "properties": {"pass": {"type": "boolean"}},
+                "required": ["pass"], "additionalProperties": False}
 DECISION_TOKENS = 24  # {"pass": false} takes 8-10 tokens; the cap costs nothing unused
-
-
-def yes_no_schema(field: str) -> dict[str, Any]:
-    """The schema of a generated yes/no decision: one boolean field, nothing else.
-    (Reading the ``true``/``false`` log-probabilities instead was measured and not taken:
-    uncalibrated, it disagrees with greedy decoding; README, "Per-report cost".)"""
-    return {"type": "object", "properties": {field: {"type": "boolean"}},
-            "required": [field], "additionalProperties": False}
-
-
-CHECK_SCHEMA = yes_no_schema("pass")
 
 
 def judge_checklist(judge: Judge, report: Clipped, items: list[ChecklistItem],

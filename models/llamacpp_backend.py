@@ -25,7 +25,6 @@ from ambereval.errors import ModelError, PromptError
 from ambereval.models.decision import decision_spec
 from ambereval.models.gguf import read_metadata
 from ambereval.models.judge import Completion, Message
-from ambereval.models.prefix_states import PrefixStates
 from ambereval.models.registry import file_sha256
 
 CUT_MARK = " [...]"
@@ -50,7 +49,6 @@ class LlamaCppBackend:
         self._formatter: Any = None
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self.prefix_states = PrefixStates()  # shared prefixes read once (see its module)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -173,10 +171,7 @@ class LlamaCppBackend:
             grammar = self.grammar(schema)
             sent, trunc = self.fit(messages, max_tokens)
             prompt, stops = self.render(sent)
-            llm = self.llm()
-            self.prefix_states.before_eval(llm, llm.tokenize(prompt.encode("utf-8"),
-                                                             special=True))
-            out = llm.create_completion(
+            out = self.llm().create_completion(
                 prompt, max_tokens=max_tokens, temperature=0.0, top_k=1, top_p=1.0,
                 min_p=0.0, repeat_penalty=1.0, seed=seed, grammar=grammar, stop=stops)
         usage = out["usage"]
@@ -211,8 +206,8 @@ class LlamaCppBackend:
                         literal: bool = False) -> Completion:
         """The log-probability of each label as the value of ``field``: the prompt, then
         ``{"field": "``, then the label's tokens (summed over a multi-token label). A JSON
-        literal (true/false) is scored as `` true`` after ``{"field":``: BPE vocabularies
-        fold the space into the word, as greedy decoding writes it."""
+        literal (true/false) is scored as `` true`` after ``{"field":`` (BPE vocabularies fold
+        the space into the word)."""
         sent, trunc = self.fit(messages, 16)
         prompt, _ = self.render(sent)
         head = prompt + '{"' + field + ('":' if literal else '": "')
@@ -220,7 +215,6 @@ class LlamaCppBackend:
         llm = self.llm()
         base = llm.tokenize(head.encode("utf-8"), special=True)
         scores: dict[str, float] = {}
-        self.prefix_states.before_eval(llm, base)
         first = self._eval_from(base)
         for label in labels:
             full = llm.tokenize((head + lead + label).encode("utf-8"), special=True)

@@ -11,13 +11,15 @@ accuracy and kappa over the sets on the half being measured, and prints both the
 (argmax) and the calibrated figures. Calibrate on dev; apply the dev offsets to test
 with ``--bias true=X,false=Y``.
 
-The yes/no variants (``fa-gen``/``fa-lp``: DR3 FA's support check, ``e3-gen``/``e3-lp``:
-DeepEval citation accuracy's) ask the protocols' own prompts (``fa-v1-*``/``e3-v1-*``:
-the prompts before both shared one page prefix) and are scored binary (supported vs
-not). ``-gen`` generates the one-field JSON; ``-lp`` reads the ``true``/``false``
-log-probabilities after ``{"supported":`` (the protocols' default for the in-process
-judge, never calibrated); for each such pair the share of pairs on which the two decide
-the same is printed.
+The yes/no variants ask DR3 FA's support check (``fa-*``) and DeepEval citation
+accuracy's (``e3-*``) and are scored binary (supported vs not): ``fa-gen``/``e3-gen``
+the protocols' prompts as asked, generated; ``fa-lp``/``e3-lp`` the same prompts decided
+by the ``true``/``false`` log-probabilities after ``{"supported":`` (uncalibrated; the
+share of pairs on which each decides as its ``-gen`` twin is printed);
+``fa-shared-rule-gen``/``e3-shared-gen`` a layout that would let both protocols share a
+page as a prompt prefix (one system line, the passages, then each protocol's rule), and
+``fa-shared-gen`` that layout with FA's own words as the rule. Neither was taken: README,
+"Per-report cost".
 """
 
 from __future__ import annotations
@@ -30,9 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.engine.judge_bench import BINARY, TERNARY, load_pairs, metrics
-from ambereval.engine.judging import page_check_messages
-from ambereval.engine.protocols.deepeval import SUPPORT_RULE
-from ambereval.engine.protocols.dr3 import FA_RULE
+from ambereval.engine.protocols.deepeval import SUPPORT_SYSTEM
+from ambereval.engine.protocols.dr3 import FA_SYSTEM
 from ambereval.models import open_judge
 from ambereval.models.decision import boolean_logprob_schema, decide, label_logprob_schema
 
@@ -58,13 +59,24 @@ OLD_SCHEMA: dict[str, Any] = {
     "required": ["answer", "passage", "evidence"],
     "additionalProperties": False,
 }
-OLD_FA = (
-    "You check a statement from a report against passages of the source it cites. Be "
-    "lenient: answer supported unless the passages directly contradict the statement or "
-    "contain nothing related to it."
+# A layout tried and not taken: one system line and the page's passages first, each
+# protocol's rule after them, so DR3 FA and DeepEval E3 share the page as a prompt prefix.
+SHARED_SYSTEM = (
+    "You check statements from a research report against passages of a source the report "
+    "cites. Use only the passages, never your own knowledge, and apply the rule given "
+    "with the statement."
 )
-OLD_E3 = ("Decide whether the page passages support the statement from a report. Use only "
-          "the passages.")
+FA_SHARED_RULE = ("Be lenient: the statement is supported unless the passages directly "
+                  "contradict it or contain nothing related to it.")
+E3_SHARED_RULE = "The statement is supported only if the passages state what it says."
+
+
+def shared_page(evidence: str, rule: str, claim: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SHARED_SYSTEM},
+            {"role": "user", "content": f"Source: evidence\nPassages:\n{evidence}\n\n"
+                                        f"Rule: {rule}\nStatement: {claim}"}]
+
+
 SHORT_Q = (
     "Answer the question from the passages only, not from your own knowledge: 'true' if "
     "they say yes, 'false' if they say no, 'none' if they do not say."
@@ -95,18 +107,19 @@ def messages(variant: str, claim: str, evidence: str) -> list[dict[str, str]]:
         return [{"role": "system", "content": SHORT_Q},
                 {"role": "user", "content": f"Passages:\n\n{listing}\n\n"
                                             f"Question: {question_of(claim)}"}]
-    if variant.startswith("fa-v1-"):  # dr3's FA prompt before the shared page prefix
-        return [{"role": "system", "content": OLD_FA},
+    if variant.startswith("fa-shared-"):  # one page prefix for FA and E3, FA's rule after
+        return shared_page(evidence, FA_SHARED_RULE if variant.startswith("fa-shared-rule")
+                           else FA_SYSTEM, claim)
+    if variant.startswith("e3-shared-"):
+        return shared_page(evidence, E3_SHARED_RULE, claim)
+    if variant.startswith("fa-"):  # dr3.factual_accuracy's prompt
+        return [{"role": "system", "content": FA_SYSTEM},
                 {"role": "user", "content": f"Source: evidence\nPassages:\n{evidence}\n\n"
                                             f"Statement: {claim}"}]
-    if variant.startswith("e3-v1-"):  # deepeval's E3 prompt before the shared page prefix
-        return [{"role": "system", "content": OLD_E3},
+    if variant.startswith("e3-"):  # deepeval.citation_accuracy's prompt
+        return [{"role": "system", "content": SUPPORT_SYSTEM},
                 {"role": "user", "content": f"Passages from the source:\n{evidence}\n\n"
                                             f"Statement: {claim}"}]
-    if variant.startswith("fa-"):  # dr3.factual_accuracy's prompt today
-        return page_check_messages("evidence", evidence, FA_RULE, claim)
-    if variant.startswith("e3-"):  # deepeval.citation_accuracy's prompt today
-        return page_check_messages("evidence", evidence, SUPPORT_RULE, claim)
     if variant.startswith("short-claim"):
         return [{"role": "system", "content": SHORT_CLAIM},
                 {"role": "user", "content": f"Evidence:\n\n{listing}\n\nClaim: {claim}"}]

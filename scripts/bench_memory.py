@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_report_cost import ledger_figures, lrb_bundle  # noqa: E402
 from fakejudge import FakeJudgeServer  # noqa: E402
 
+from ambereval.engine.protocols.deepeval import RELEVANCE_SYSTEM, SUPPORT_SYSTEM  # noqa: E402
+from ambereval.engine.protocols.dr3 import FA_SYSTEM  # noqa: E402
 from ambereval.snapshots import (  # noqa: E402
     CaptureOptions,
     RetryPolicy,
@@ -133,6 +136,29 @@ def main() -> None:
                   f"{figures['calls']} judge calls, {figures['prompt_tokens']:,} prompt and "
                   f"{figures['generated_tokens']:,} generated tokens, "
                   f"{figures['model_seconds']:.0f} s in the model", flush=True)
+            for kind, (calls, seconds, tokens) in sorted(by_kind(work / "eval").items()):
+                print(f"  {kind:34} {calls:4d} calls, {seconds:7.0f} s in the model, "
+                      f"{tokens:9,} prompt tokens", flush=True)
+
+
+def by_kind(run: Path) -> dict[str, tuple[int, float, int]]:
+    """(calls, model seconds, prompt tokens) per kind of judge call in a run's ledger."""
+    kinds = {FA_SYSTEM: "DR3 FA (statement vs page)",
+             SUPPORT_SYSTEM: "DeepEval E3 (statement vs page)",
+             RELEVANCE_SYSTEM: "DeepEval E2 relevance (page opening)"}
+    out: dict[str, list[float]] = {}
+    conn = sqlite3.connect(f"file:{run / 'ledger.sqlite'}?mode=ro", uri=True)
+    for request, seconds, tokens in conn.execute(
+            "SELECT request, seconds, prompt_tokens FROM calls"):
+        system = json.loads(request)["messages"][0]["content"]
+        kind = kinds.get(system, "report-level (checklists, lists, scores)")
+        row = out.setdefault(kind, [0, 0.0, 0])
+        row[0] += 1
+        row[1] += seconds or 0.0
+        row[2] += tokens or 0
+    conn.close()
+    return {k: (int(v[0]), v[1], int(v[2])) for k, v in out.items()}
+
 
 if __name__ == "__main__":
     main()

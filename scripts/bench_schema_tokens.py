@@ -16,14 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ambereval.engine.judging import (
-    CHECK_SYSTEM,
-    DECISION_TOKENS,
-    LIST_ITEM_CHARS,
-    page_check_messages,
-)
+from ambereval.engine.judging import CHECK_SCHEMA, CHECK_SYSTEM, DECISION_TOKENS, LIST_ITEM_CHARS
 from ambereval.engine.protocols.dailyreport import INS_SYSTEM
-from ambereval.engine.protocols.deepeval import CONSISTENCY_SYSTEM, SUPPORT_RULE
+from ambereval.engine.protocols.deepeval import CONSISTENCY_SYSTEM, SUPPORT_SCHEMA
 from ambereval.engine.verification import (
     VERIFY_LOGPROB_SCHEMA,
     VERIFY_PROMPT,
@@ -32,7 +27,6 @@ from ambereval.engine.verification import (
 )
 from ambereval.errors import ModelError
 from ambereval.models import open_judge
-from ambereval.models.decision import boolean_logprob_schema
 
 LRB = Path(__file__).resolve().parents[2] / "shared" / "data" / "lrb" / "reference_reports"
 OLD_STRING = {"type": "string", "maxLength": 200}
@@ -62,17 +56,16 @@ def kinds(report: str, statement: str) -> list[tuple[str, list[dict[str, str]],
         ("checklist item", ask(CHECK_SYSTEM, f"Report:\n{report}\n\nRequirement: The report "
                                "gives market size figures with their years."),
          [("before", obj({"pass": {"type": "boolean"}, "reason": OLD_STRING}), 320),
-          ("after", obj({"pass": {"type": "boolean"}}), DECISION_TOKENS),
-          ("after, logprobs", boolean_logprob_schema("pass"), DECISION_TOKENS)]),
+          ("after", CHECK_SCHEMA, DECISION_TOKENS)]),
         ("rubric score", ask(INS_SYSTEM, f"Report:\n{report}\n\nInstruction: Compare the "
                              "main vendors by market share."),
          [("before", obj({"score": score, "reason": {"type": "string", "maxLength": 240}}),
            360), ("after", obj({"score": score}), DECISION_TOKENS)]),
-        ("support check", page_check_messages("a page", report[:700], SUPPORT_RULE,
-                                              statement),
+        ("support check", ask("Decide whether the page passages support the statement from "
+                              "a report. Use only the passages.",
+                              f"Passages:\n{report[:700]}\n\nStatement: {statement}"),
          [("before", obj({"supported": {"type": "boolean"}, "reason": OLD_STRING}), 280),
-          ("after", obj({"supported": {"type": "boolean"}}), DECISION_TOKENS),
-          ("after, logprobs", boolean_logprob_schema("supported"), DECISION_TOKENS)]),
+          ("after", SUPPORT_SCHEMA, DECISION_TOKENS)]),
         ("finding list", ask(CONSISTENCY_SYSTEM, f"Report:\n{report}\n\nList the report's "
                              "internal contradictions."),
          [("before", old_list, 832), ("after", new_list, LIST_ITEM_CHARS * 20 // 2 + 32)]),

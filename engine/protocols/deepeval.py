@@ -20,9 +20,7 @@ from ambereval.engine.judging import (
     count_to_score,
     judge_checklist,
     judge_list,
-    page_check_messages,
     pairwise_depth,
-    yes_no_schema,
 )
 from ambereval.engine.report import REF_HEADINGS, Report, clean_heading
 from ambereval.errors import ModelError
@@ -58,7 +56,12 @@ ASSOCIATION_SYSTEM = (
 )
 RELEVANCE_SYSTEM = ("Decide whether a web page is on topic for a research request, from its "
                     "title and opening.")
-SUPPORT_RULE = "The statement is supported only if the passages state what it says."
+SUPPORT_SYSTEM = ("Decide whether the page passages support the statement from a report. "
+                  "Use only the passages.")
+RELEVANCE_SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}},
+                    "required": ["relevant"], "additionalProperties": False}
+SUPPORT_SCHEMA = {"type": "object", "properties": {"supported": {"type": "boolean"}},
+                  "required": ["supported"], "additionalProperties": False}
 
 
 def presentation_parser_checks(report: Report) -> dict[int, bool | None]:
@@ -125,7 +128,6 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
                 if claim not in by_url[url]:
                     by_url[url].append(claim)
     urls = []
-    relevance, support = yes_no_schema("relevant"), yes_no_schema("supported")
     e1 = e2 = e3 = supported = pairs = 0
     for url in sorted(by_url):
         claims = by_url[url]
@@ -142,7 +144,7 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
         messages = [{"role": "system", "content": RELEVANCE_SYSTEM},
                     {"role": "user", "content": f"Request: {ctx.task.query}\n\nPage title: "
                      f"{page.title or '-'}\nOpening:\n{head}"}]
-        rel, entry["relevance_key"] = _ask(judge, messages, relevance, DECISION_TOKENS)
+        rel, entry["relevance_key"] = _ask(judge, messages, RELEVANCE_SCHEMA, DECISION_TOKENS)
         if rel is None or not rel["relevant"]:
             e2 += 1
             entry.update(error="E2", reason="irrelevant")
@@ -153,8 +155,10 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
         # share the page as a prefix (the in-process judge evaluates it once)
         passages = "\n\n".join(ctx.page_passages(page, claims))
         for claim in claims:
-            messages = page_check_messages(page.title or url, passages, SUPPORT_RULE, claim)
-            ans, key = _ask(judge, messages, support, DECISION_TOKENS)
+            messages = [{"role": "system", "content": SUPPORT_SYSTEM},
+                        {"role": "user", "content": f"Passages from {page.url}:\n{passages}"
+                         f"\n\nStatement: {claim}"}]
+            ans, key = _ask(judge, messages, SUPPORT_SCHEMA, DECISION_TOKENS)
             ok = bool(ans and ans["supported"])
             supported += ok
             e3 += not ok

@@ -19,14 +19,7 @@ import unicodedata
 from typing import Any
 
 from ambereval.engine.eval_context import EvalContext
-from ambereval.engine.judging import (
-    DECISION_TOKENS,
-    clip,
-    judge_checklist,
-    judge_choice,
-    page_check_messages,
-    yes_no_schema,
-)
+from ambereval.engine.judging import DECISION_TOKENS, clip, judge_checklist, judge_choice
 from ambereval.engine.tasks import RequiredDocument
 from ambereval.errors import ModelError
 from ambereval.models import Judge
@@ -48,8 +41,11 @@ IF_SYSTEM = (
     "You check one requirement of the user's request against a research report. Answer "
     "pass if the report satisfies it, fail otherwise."
 )
-FA_RULE = (
-    "Be lenient: the statement is supported unless the passages directly contradict it or "
+FA_SCHEMA = {"type": "object", "properties": {"supported": {"type": "boolean"}},
+             "required": ["supported"], "additionalProperties": False}
+FA_SYSTEM = (
+    "You check a statement from a report against passages of the source it cites. Be "
+    "lenient: answer supported unless the passages directly contradict the statement or "
     "contain nothing related to it."
 )
 
@@ -171,18 +167,18 @@ def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
             checks.append({"source": name})
         claims.append({"claim": text[:300], "start": s.start, "end": s.end,
                        "text": text, "sources": checks})
-    schema = yes_no_schema("supported")
     for (header, _), (page, slots) in sorted(by_page.items()):
-        queries = list(dict.fromkeys(claims[i]["text"] for i, _ in slots))
-        passages = "\n\n".join(ctx.page_passages(page, queries))
+        passages = "\n\n".join(ctx.page_passages(page, [claims[i]["text"] for i, _ in slots]))
         for i, j in slots:
             check = claims[i]["sources"][j]
-            messages = page_check_messages(header, passages, FA_RULE, claims[i]["text"])
+            messages = [{"role": "system", "content": FA_SYSTEM},
+                        {"role": "user", "content": f"Source: {header}\n"
+                         f"Passages:\n{passages}\n\nStatement: {claims[i]['text']}"}]
             try:
-                ans = judge.ask(messages, schema, max_tokens=DECISION_TOKENS)
+                ans = judge.ask(messages, FA_SCHEMA, max_tokens=DECISION_TOKENS)
             except ModelError as err:
                 check.update(supported=False, reason=f"judge error: {err}",
-                             ledger_key=judge.key(messages, schema, DECISION_TOKENS))
+                             ledger_key=judge.key(messages, FA_SCHEMA, DECISION_TOKENS))
                 continue
             check.update(supported=bool(ans.obj["supported"]), ledger_key=ans.key,
                          warc_record_id=page.text_record)
