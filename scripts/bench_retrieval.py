@@ -168,7 +168,7 @@ def recall_at(found: list, truth: list) -> float:
 
 
 def compare(data: np.ndarray, queries: np.ndarray, label: str, sweep: list[int],
-            ivf: bool, log: Path | None) -> None:
+            ivf: bool, log: Path | None, hnsw: IndexSpec | None = None) -> None:
     """Exact vs the approximate index Amber builds at this size, same queries, one run;
     HNSW is built once and searched at every ``ef_search`` of ``sweep`` (a search-time
     setting: the graph does not change)."""
@@ -180,7 +180,7 @@ def compare(data: np.ndarray, queries: np.ndarray, label: str, sweep: list[int],
     print(f"{size:>9,} chunks ({label}): exact IndexFlatIP p50 "
           f"{statistics.median(lat_e):6.2f} ms, p95 {p(lat_e, 0.95):6.2f} ms "
           f"(CPU p50 {statistics.median(cpu_e):6.2f}, p95 {p(cpu_e, 0.95):6.2f})", flush=True)
-    specs = [IndexSpec(ann_threshold=0)] + \
+    specs = [hnsw or IndexSpec(ann_threshold=0)] + \
         ([IndexSpec(ann_threshold=0, approximate="IndexIVFFlat")] if ivf else [])
     for spec in specs:
         params = spec.resolve(size)
@@ -212,6 +212,8 @@ def compare(data: np.ndarray, queries: np.ndarray, label: str, sweep: list[int],
                     out.write(json.dumps({
                         "size": size, "data": label, "type": params["type"], knob: setting,
                         "default": setting == default, "recall_at_5": round(recall, 4),
+                        **({"M": params["M"], "ef_construction": params["ef_construction"]}
+                           if "M" in params else {}),
                         "p50_ms": round(statistics.median(lat_a), 3),
                         "p95_ms": round(p(lat_a, 0.95), 3),
                         "cpu_p50_ms": round(statistics.median(cpu_a), 3),
@@ -233,6 +235,10 @@ def main() -> None:
                         help="noise of the perturbed copies (times the real spread)")
     parser.add_argument("--ef-search", default="32,64,128,256",
                         help="HNSW efSearch values measured besides Amber's default")
+    parser.add_argument("--hnsw-m", type=int, default=IndexSpec.hnsw_m,
+                        help="HNSW graph degree to build (default: Amber's)")
+    parser.add_argument("--ef-construction", type=int, default=IndexSpec.ef_construction,
+                        help="HNSW build effort (default: Amber's)")
     parser.add_argument("--ivf", action="store_true",
                         help="also measure the IVF index earlier runs used")
     parser.add_argument("--log", type=Path, help="append every measured row as JSON here")
@@ -258,22 +264,25 @@ def main() -> None:
     if not args.skip_scale:
         kinds = args.data.split(",")
         sweep = [int(v) for v in args.ef_search.split(",") if v]
+        hnsw = IndexSpec(ann_threshold=0, hnsw_m=args.hnsw_m,
+                         ef_construction=args.ef_construction)
         rng = np.random.default_rng(0)
         pick = rng.choice(len(claims), size=min(QUERIES, len(claims)), replace=False)
         if "real" in kinds:
             compare(vectors, claims[pick], "real WiCE sentences, claims as queries", sweep,
-                    args.ivf, args.log)
+                    args.ivf, args.log, hnsw)
         for size in (int(s) for s in args.sizes.split(",")):
             if "perturbed" in kinds:
                 perturbed = Perturbed(vectors, args.sigma)
                 label = (f"perturbed real, sigma {args.sigma} (cos to source "
                          f"{perturbed.similarity_to_source():.2f}), claims as queries")
-                compare(perturbed.draw(size), claims[pick], label, sweep, args.ivf, args.log)
+                compare(perturbed.draw(size), claims[pick], label, sweep, args.ivf, args.log,
+                        hnsw)
             if "gaussian" in kinds:
                 shaped = Shaped(vectors)
                 data = shaped.draw(size)
                 compare(data, shaped.draw(QUERIES), "fitted Gaussian", sweep, args.ivf,
-                        args.log)
+                        args.log, hnsw)
                 del data
     if args.skip_quality:
         return
