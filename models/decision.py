@@ -6,10 +6,10 @@ decision method is too). A backend that can score labels (llama.cpp in-process) 
 the log-probability of each label as the value of ``field``, right after the prompt and
 the opening ``{"field": "``, in one forward pass, and answers
 ``{"<field>": <most likely label>, "logprobs": {label: logprob, ...}}``: the argmax and
-the numbers a calibrated rule needs. Nothing is generated, so a decision costs a prompt evaluation
-only. It is not greedy decoding's choice: a model may open the JSON its own way (SmolLM2
-writes ``{ "field" : ``) and split the value into other tokens, so a rule on these
-numbers is fitted against labels (engine/calibration.py), never assumed.
+the numbers a calibrated rule needs. Nothing is generated, so a decision costs a prompt
+evaluation only. It is not greedy decoding's choice: a model may open the JSON its own
+way (SmolLM2 writes ``{ "field" : ``) and split the value into other tokens, so a rule
+on these numbers is fitted against labels (engine/calibration.py), never assumed.
 
 A yes/no field (:func:`boolean_logprob_schema`) is scored the same way with the JSON
 literals `` true`` and `` false`` after ``{"field":``, answering

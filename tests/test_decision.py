@@ -115,3 +115,20 @@ def test_real_judge_scores_labels_and_replays_without_the_model(tmp_path: Path) 
     replayed = [replay.ask(m, schema, 16) for m in asks]
     assert [r.obj for r in replayed] == [a.obj for a in answers]
     assert all(r.source == "ledger" for r in replayed) and replay.backend._llm is None
+
+
+@pytest.mark.slow
+def test_real_judge_scores_a_yes_no_field_without_generating(tmp_path: Path) -> None:
+    judge = open_judge(ledger=tmp_path / "ledger.sqlite", ledger_mode="record", n_ctx=2048,
+                       threads=2)
+    schema = boolean_logprob_schema("supported")
+    asks = [{"role": "system", "content": "Decide whether the passages support the "
+             "statement. Use only the passages."},
+            {"role": "user", "content": "Passages:\nThe Eiffel Tower in Paris was completed "
+             "in 1889.\n\nStatement: The tower was completed in 1889."}]
+    answer = judge.ask(asks, schema, 24)
+    lp = answer.obj["logprobs"]
+    assert set(lp) == {"true", "false"} and all(v < 0 for v in lp.values())
+    assert answer.obj["supported"] is (decide(lp) == "true")  # a JSON boolean, the argmax
+    assert answer.usage["completion_tokens"] == 0
+    assert judge.ask(asks, schema, 24).raw == answer.raw  # deterministic
