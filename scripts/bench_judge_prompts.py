@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.engine.judge_bench import BINARY, TERNARY, load_pairs, metrics
-from ambereval.engine.protocols.deepeval import SUPPORT_SYSTEM
-from ambereval.engine.protocols.dr3 import FA_SYSTEM
+from ambereval.engine.protocols.deepeval import support_messages
+from ambereval.engine.protocols.dr3 import FA_SYSTEM, fa_messages
 from ambereval.models import open_judge
 from ambereval.models.decision import boolean_logprob_schema, decide, label_logprob_schema
 
@@ -113,13 +113,9 @@ def messages(variant: str, claim: str, evidence: str) -> list[dict[str, str]]:
     if variant.startswith("e3-shared-"):
         return shared_page(evidence, E3_SHARED_RULE, claim)
     if variant.startswith("fa-"):  # dr3.factual_accuracy's prompt
-        return [{"role": "system", "content": FA_SYSTEM},
-                {"role": "user", "content": f"Source: evidence\nPassages:\n{evidence}\n\n"
-                                            f"Statement: {claim}"}]
+        return fa_messages("evidence", evidence, claim)
     if variant.startswith("e3-"):  # deepeval.citation_accuracy's prompt
-        return [{"role": "system", "content": SUPPORT_SYSTEM},
-                {"role": "user", "content": f"Passages from the source:\n{evidence}\n\n"
-                                            f"Statement: {claim}"}]
+        return support_messages("the source", evidence, claim)
     if variant.startswith("short-claim"):
         return [{"role": "system", "content": SHORT_CLAIM},
                 {"role": "user", "content": f"Evidence:\n\n{listing}\n\nClaim: {claim}"}]

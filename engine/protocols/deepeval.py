@@ -116,6 +116,13 @@ PRESENTATION_SYSTEM = (
 )
 
 
+def support_messages(url: str, passages: str, statement: str) -> list[dict[str, str]]:
+    """One E3 check: a statement against passages of the page it cites."""
+    return [{"role": "system", "content": SUPPORT_SYSTEM},
+            {"role": "user", "content": f"Passages from {url}:\n{passages}\n\n"
+                                        f"Statement: {statement}"}]
+
+
 def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
     """E1 invalid URL, E2 irrelevant page, E3 unsupported (claim, citation) pair."""
     by_url: dict[str, list[str]] = {}
@@ -155,9 +162,7 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
         # share the page as a prefix (the in-process judge evaluates it once)
         passages = "\n\n".join(ctx.page_passages(page, claims))
         for claim in claims:
-            messages = [{"role": "system", "content": SUPPORT_SYSTEM},
-                        {"role": "user", "content": f"Passages from {page.url}:\n{passages}"
-                         f"\n\nStatement: {claim}"}]
+            messages = support_messages(page.url, passages, claim)
             ans, key = _ask(judge, messages, SUPPORT_SCHEMA, DECISION_TOKENS)
             ok = bool(ans and ans["supported"])
             supported += ok

@@ -135,6 +135,13 @@ def _insights(judge: Judge, ctx: EvalContext, insights: list[str] | None,
     return {"score": round(100.0 * full / len(rows), 4), "items": rows}
 
 
+def fa_messages(source: str, passages: str, statement: str) -> list[dict[str, str]]:
+    """One FA check: a statement against the passages of the source it cites."""
+    return [{"role": "system", "content": FA_SYSTEM},
+            {"role": "user", "content": f"Source: {source}\nPassages:\n{passages}\n\n"
+                                        f"Statement: {statement}"}]
+
+
 def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
     by_title = ctx.pages_by_title()
     titles = list(by_title)
@@ -171,9 +178,7 @@ def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
         passages = "\n\n".join(ctx.page_passages(page, [claims[i]["text"] for i, _ in slots]))
         for i, j in slots:
             check = claims[i]["sources"][j]
-            messages = [{"role": "system", "content": FA_SYSTEM},
-                        {"role": "user", "content": f"Source: {header}\n"
-                         f"Passages:\n{passages}\n\nStatement: {claims[i]['text']}"}]
+            messages = fa_messages(header, passages, claims[i]["text"])
             try:
                 ans = judge.ask(messages, FA_SCHEMA, max_tokens=DECISION_TOKENS)
             except ModelError as err:
