@@ -109,7 +109,7 @@ def main() -> None:
     ap.add_argument("--qid", default=REPORT_QID, help="the LRB report evaluate scores")
     args = ap.parse_args()
     base, _, _, _ = peak_rss([sys.executable, "-c", "import ambereval.models as m; "
-                           "m.Embedder().embed(['warm'])"])
+                              "m.Embedder().embed(['warm'])"])
     print(f"reference: a Python process holding just the embedder: {base:,.0f} MB", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -117,8 +117,8 @@ def main() -> None:
             bundle, claims = verify_bundle_of(args.pages, work)
             with FakeJudgeServer() as judge:
                 rss, wall, out, _ = peak_rss([*AMBER, "verify", str(bundle), "--out",
-                                           str(work / "verify"), "--judge-url", judge.url,
-                                           "--judge-name", "fake", "--json"])
+                                              str(work / "verify"), "--judge-url", judge.url,
+                                              "--judge-name", "fake", "--json"])
             summary = json.loads(out)["summary"] if out.strip().startswith("{") else {}
             print(f"amber verify, {args.pages} pages, {claims} claims "
                   f"({summary.get('chunks', '?')} chunks, "

@@ -168,8 +168,8 @@ def recall_at(found: list, truth: list) -> float:
 
 
 def compare(data: np.ndarray, queries: np.ndarray, label: str, sweep: list[int],
-            ivf: bool, log: Path | None, hnsw: IndexSpec | None = None) -> None:
-    """Exact vs the approximate index Amber builds at this size, same queries, one run;
+            ivf: bool, log: Path | None, hnsw: IndexSpec) -> None:
+    """Exact vs the approximate index ``hnsw`` builds at this size, same queries, one run;
     HNSW is built once and searched at every ``ef_search`` of ``sweep`` (a search-time
     setting: the graph does not change)."""
     size, dim = data.shape
@@ -180,7 +180,7 @@ def compare(data: np.ndarray, queries: np.ndarray, label: str, sweep: list[int],
     print(f"{size:>9,} chunks ({label}): exact IndexFlatIP p50 "
           f"{statistics.median(lat_e):6.2f} ms, p95 {p(lat_e, 0.95):6.2f} ms "
           f"(CPU p50 {statistics.median(cpu_e):6.2f}, p95 {p(cpu_e, 0.95):6.2f})", flush=True)
-    specs = [hnsw or IndexSpec(ann_threshold=0)] + \
+    specs = [hnsw] + \
         ([IndexSpec(ann_threshold=0, approximate="IndexIVFFlat")] if ivf else [])
     for spec in specs:
         params = spec.resolve(size)
