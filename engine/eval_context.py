@@ -24,7 +24,7 @@ from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_pag
 from ambereval.engine.report import Report, parse_report
 from ambereval.engine.tasks import Task
 from ambereval.models import Chunk, ChunkParams, Embedder, Hit, Retriever, RetrieverSpec
-from ambereval.models.canonical import content_key
+from ambereval.models.chunk_source import ChunkSource, as_source
 from ambereval.snapshots import Bundle
 
 #: the ``step`` of the retrieval record's verification lines (passage lines have none)
@@ -32,11 +32,10 @@ VERIFY_INDEX_STEP = "verification-index"
 VERIFY_SEARCH_STEP = "verification"
 
 
-def chunks_digest(chunks: list[Chunk]) -> str:
+def chunks_digest(chunks: list[Chunk] | ChunkSource) -> str:
     """sha256 naming a set of chunks (ids, spans, texts), whatever their order: which
     index a recorded verification search ran on."""
-    return content_key([[c.chunk_id, c.start, c.end, content_key(c.text)]
-                        for c in sorted(chunks, key=lambda c: c.chunk_id)])
+    return as_source(chunks).digest
 
 
 def search_key(index: str, captures: set[str] | list[str] | None, query: str,
@@ -128,21 +127,21 @@ class EvalContext:
                     chosen.setdefault(chunks[rank].chunk_id, chunks[rank])
         return [c.text for c in sorted(chosen.values(), key=lambda c: c.start)]
 
-    def claim_index(self, chunks: list[Chunk], params: ChunkParams,
+    def claim_index(self, source: ChunkSource, params: ChunkParams,
                     spec: RetrieverSpec) -> RecordingIndex:
         """The index claim verification searches (``verify_claims(index_for=...)``): built
-        once per report over ``chunks`` (every judge's verification shares it) and
-        recording every search it answers."""
-        digest = chunks_digest(chunks)
+        once per report over the source's chunks (every judge's verification shares it)
+        and recording every search it answers."""
+        digest = source.digest
         with self._lock:
             inner = self._claim_indexes.get(digest)
             if inner is None:
-                inner = Retriever.build(chunks, self.embedder, params.as_dict(), spec)
+                inner = Retriever.build(source, self.embedder, params.as_dict(), spec)
                 self._claim_indexes[digest] = inner
                 self._index_records[digest] = {
                     "step": VERIFY_INDEX_STEP, "index": digest,
-                    "captures": sorted({c.capture_id for c in chunks}),
-                    "chunks": len(chunks), "chunking": params.as_dict(),
+                    "captures": sorted({c.capture_id for c in source.chunks}),
+                    "chunks": len(source.chunks), "chunking": params.as_dict(),
                     "retriever": inner.identity()}
         return RecordingIndex(inner, digest, self)
 
@@ -166,16 +165,18 @@ class EvalContext:
                     *(self._index_records[key] for key in sorted(self._index_records)),
                     *(self._searches[key] for key in sorted(self._searches))]
 
-    def pages_by_title(self) -> dict[str, Page]:
-        """Every valid page of the bundle by its title (DR3 sandbox corpora)."""
-        out: dict[str, Page] = {}
+    def urls_by_title(self) -> dict[str, str]:
+        """The URL of every captured page of the bundle by its title, the first capture
+        of a title winning (DR3 sandbox corpora cite documents by title). Only the index
+        is read: a page is loaded when it is cited (:meth:`page`)."""
+        out: dict[str, str] = {}
         with self._lock:
             rows = self.bundle.index.rows(
                 "SELECT c.id, c.url, t.title FROM captures c JOIN texts t "
                 "ON t.capture_id = c.id WHERE c.kind = 'page' AND c.state = 'ok' ORDER BY c.id")
             for row in rows:
                 if row["title"] and row["title"] not in out:
-                    out[row["title"]] = self._page(row["url"])
+                    out[row["title"]] = row["url"]
         return out
 
 

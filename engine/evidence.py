@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ambereval.errors import BundleError
 from ambereval.models import Chunk, ChunkParams, chunk_text
+from ambereval.models.chunk_source import Digest, text_key
 from ambereval.snapshots import Bundle
 
 _ERROR_PAGE = re.compile(
@@ -89,3 +92,71 @@ def load_page(bundle: Bundle, capture_id: str | None, url: str,
                 record["warc_file"] if record else None)
     page.chunks = chunk_text(stored.text, capture_id, params)
     return page
+
+
+def _textless(chunk: Chunk) -> Chunk:
+    return replace(chunk, text="")
+
+
+class BundleChunks:
+    """The chunks of some pages of an open bundle as a chunk source
+    (models/chunk_source.py) that never holds their text: :meth:`add` keeps a loaded
+    page's chunks without their text (and a sha256 of each text), each :meth:`texts`
+    pass reads the pages again from the bundle, one at a time, and :meth:`page` reloads
+    one whole page when its passages are wanted.
+
+    Chunk ids are ``{capture_id}:{n:05d}``, so pages taken in order of
+    ``capture_id + ":"`` give their chunks in chunk-id order."""
+
+    def __init__(self, bundle: Bundle, params: ChunkParams) -> None:
+        self.bundle, self.params = bundle, params
+        self._pages: dict[str, Page] = {}
+        self._keys: dict[str, list[str]] = {}
+        self._chunks: list[Chunk] | None = None
+
+    def add(self, page: Page) -> Page:
+        """Take a valid loaded page; -> the same page without its text."""
+        light = replace(page, text="", chunks=[replace(c, text="") for c in page.chunks])
+        self._pages[page.capture_id] = light
+        self._keys[page.capture_id] = [text_key(c.text) for c in page.chunks]
+        self._chunks = None
+        return light
+
+    def _order(self) -> list[str]:
+        return sorted(self._pages, key=lambda cid: cid + ":")
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        if self._chunks is None:
+            self._chunks = [c for cid in self._order() for c in self._pages[cid].chunks]
+            ids = [c.chunk_id for c in self._chunks]
+            if ids != sorted(ids):
+                raise ValueError("chunk ids are not in capture order")
+        return self._chunks
+
+    @property
+    def digest(self) -> str:
+        digest = Digest()
+        for cid in self._order():
+            for chunk, key in zip(self._pages[cid].chunks, self._keys[cid], strict=True):
+                digest.add(chunk, key)
+        return digest.hexdigest()
+
+    def page(self, capture_id: str) -> Page:
+        """The whole page :meth:`add` took, its text read again from the bundle."""
+        light = self._pages[capture_id]
+        text = self._text(capture_id)
+        chunks = [replace(c, text=text[c.start:c.end]) for c in light.chunks]
+        if [text_key(c.text) for c in chunks] != self._keys[capture_id]:
+            raise BundleError(f"capture {capture_id} changed while it was being read")
+        return replace(light, text=text, chunks=chunks)
+
+    def _text(self, capture_id: str) -> str:
+        record = self._pages[capture_id].text_record  # the conversion record alone
+        if record is None:
+            return self.bundle.read_capture(capture_id).text or ""
+        return self.bundle.read_record(record).body.decode("utf-8")
+
+    def texts(self) -> Iterator[str]:
+        for cid in self._order():
+            yield from (c.text for c in self.page(cid).chunks)  # spans of the text: no re-chunking

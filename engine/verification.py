@@ -2,7 +2,9 @@
 
 For each claim and each of its questions, candidate pages are the pages it cites, then
 the pages its searches found (optionally every page in the bundle). Passages come from
-a FAISS index over the pages' chunks. Pages are processed one at a time: the
+a FAISS index over the pages' chunks, built from a source that streams their text back
+from the bundle (engine/evidence.py ``BundleChunks``): no more than one page's text is
+held at a time, whichever pages are searched. Pages are processed one at a time: the
 instructions and the page's passages form a shared prompt prefix, and each (claim,
 question) on that page is a short suffix, so llama.cpp reuses the prefix's KV cache.
 
@@ -29,12 +31,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ambereval.engine.calibration import calibration_for
-from ambereval.engine.evidence import ClaimEvidence, Page, load_claims, load_page
+from ambereval.engine.evidence import (
+    BundleChunks,
+    ClaimEvidence,
+    Page,
+    load_claims,
+    load_page,
+)
 from ambereval.engine.judge_card import card_entry
 from ambereval.engine.progress_count import ProgressCount
 from ambereval.errors import ConfigError, ModelError
-from ambereval.models import Chunk, ChunkParams, Embedder, Hit, Judge, Retriever, RetrieverSpec
+from ambereval.models import ChunkParams, Embedder, Hit, Judge, Retriever, RetrieverSpec
 from ambereval.models.canonical import content_key
+from ambereval.models.chunk_source import ChunkSource
 from ambereval.models.decision import decide, label_logprob_schema
 from ambereval.models.retriever import DEFAULT_RETRIEVER
 from ambereval.snapshots import Bundle
@@ -53,8 +62,9 @@ class ClaimIndex(Protocol):
                     ) -> list[list[Hit]]: ...
 
 
-#: builds the claim index from (chunks, chunking, retriever spec) instead of verify_claims
-IndexFactory = Callable[[list[Chunk], ChunkParams, RetrieverSpec], ClaimIndex]
+#: builds the claim index from (chunk source, chunking, retriever spec) instead of
+#: verify_claims; the source's chunks carry no text (models/chunk_source.py)
+IndexFactory = Callable[[ChunkSource, ChunkParams, RetrieverSpec], ClaimIndex]
 
 VERIFY_PROMPT = (
     "You check claims against passages from one web page. Use only these passages, never "
@@ -160,6 +170,81 @@ def _provenance(j: Judgment) -> dict[str, Any]:
     }
 
 
+Ask = tuple[ClaimEvidence, str, Page, bool, list[Hit], list[Hit]]
+Call = tuple[list[dict[str, str]], dict[str, Any], int]
+
+
+def _claim_index(source: BundleChunks, params: ChunkParams, options: VerifyOptions,
+                 embedder: Embedder, cache_dir: str | Path | None,
+                 index_for: IndexFactory | None) -> ClaimIndex:
+    spec = RetrieverSpec.named(options.retriever)
+    if index_for is not None:
+        return index_for(source, params, spec)
+    if cache_dir is not None:
+        return Retriever.load_or_build(Path(cache_dir), source, embedder, params.as_dict(),
+                                       spec)[0]
+    return Retriever.build(source, embedder, params.as_dict(), spec)
+
+
+def _plan(claims: list[ClaimEvidence], pages: dict[str, Page], valid: dict[str, Page],
+          index: ClaimIndex, options: VerifyOptions
+          ) -> dict[str, list[tuple[ClaimEvidence, Page, bool]]]:
+    """capture id -> the (claim, page, cited) entries to ask about that page."""
+    plan: dict[str, list[tuple[ClaimEvidence, Page, bool]]] = {}
+    for claim in claims:
+        cited_ids = {cid for _, cid in claim.cited if cid}
+        seen: set[str] = set()
+        for url, cid in claim.cited + [(u, c) for u, c, _, _ in claim.found]:
+            page = pages.get(cid or f"url:{url}")
+            if page is None or not page.valid or page.capture_id in seen:
+                continue
+            seen.add(page.capture_id)
+            plan.setdefault(page.capture_id, []).append((claim, page, cid in cited_ids))
+        if options.whole_bundle:
+            for hit in index.search(claim.text, k=options.whole_bundle_pages * 4):
+                cid = hit.chunk.capture_id
+                if cid in seen or len(seen) >= len(claim.cited) + len(claim.found) + \
+                        options.whole_bundle_pages:
+                    continue
+                seen.add(cid)
+                plan.setdefault(cid, []).append((claim, valid[cid], False))
+    return plan
+
+
+def _prompts(plan: dict[str, list[tuple[ClaimEvidence, Page, bool]]], source: BundleChunks,
+             index: ClaimIndex, options: VerifyOptions, schema: dict[str, Any]
+             ) -> tuple[list[Ask], list[Call]]:
+    """Every (page, claim, question) prompt, built in a fixed order to be asked together:
+    a served judge takes up to its concurrency at once, the in-process judge answers them
+    one by one in this same order (consecutive questions on one page share the page's
+    prompt prefix). One page's text is in memory at a time."""
+    asks: list[Ask] = []
+    calls: list[Call] = []
+    for capture_id in sorted(plan):
+        entries = plan[capture_id]
+        page = entries[0][1]
+        by_id = {c.chunk_id: c for c in source.page(capture_id).chunks}
+        questions = [(c, q, cited) for c, _, cited in entries for q in c.questions]
+        hits_per_q = [[Hit(by_id[h.chunk.chunk_id], h.score, h.rank) for h in hits]
+                      for hits in index.search_many([q for _, q, _ in questions],
+                                                    options.passages_per_question,
+                                                    captures={capture_id})]
+        best: dict[str, Hit] = {}
+        for hits in hits_per_q:
+            for h in hits:
+                if h.chunk.chunk_id not in best or best[h.chunk.chunk_id].score < h.score:
+                    best[h.chunk.chunk_id] = h
+        chosen = sorted(best.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
+        chosen = sorted(chosen[: options.max_passages_per_page], key=lambda h: h.chunk.start)
+        prefix = page_prefix([h.chunk.text for h in chosen], page.title, page.url)
+        for (claim, question, cited), hits in zip(questions, hits_per_q, strict=True):
+            asks.append((claim, question, page, cited, hits, chosen))
+            calls.append((question_messages(prefix, question, claim.text,
+                                            claim.extra.get("fact")), schema,
+                          options.max_tokens))
+    return asks, calls
+
+
 def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                   options: VerifyOptions | None = None, cache_dir: str | Path | None = None,
                   progress: Progress | None = None,
@@ -179,18 +264,22 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
     params = ChunkParams(options.chunk_tokens, options.chunk_overlap)
     with Bundle.open(bundle_path) as bundle:
         claims = load_claims(bundle)
+        # Every candidate page is read once here and kept without its text (its chunks
+        # go into `source`); the index streams the texts back from the bundle, and a
+        # page's text is read again only when its questions are asked.
+        source = BundleChunks(bundle, params)
         pages: dict[str, Page] = {}
         invalid: dict[str, Page] = {}
 
         def page_for(url: str, capture_id: str | None) -> Page:
             key = capture_id or f"url:{url}"
             if key not in pages:
-                pages[key] = load_page(bundle, capture_id, url, params)
-                if not pages[key].valid:
-                    invalid[key] = pages[key]
+                page = load_page(bundle, capture_id, url, params)
+                pages[key] = source.add(page) if page.valid else page
+                if not page.valid:
+                    invalid[key] = page
             return pages[key]
 
-        plan: dict[str, list[tuple[ClaimEvidence, Page, bool]]] = {}
         for claim in claims:
             for url, cid in claim.cited:
                 page_for(url, cid)
@@ -201,62 +290,10 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                                          "AND state = 'ok' ORDER BY id"):
                 page_for(row["url"], row["id"])
         bundle_digest = bundle.index.meta("created")
-    valid = {k: p for k, p in pages.items() if p.valid}
-    chunks = [c for p in sorted(valid.values(), key=lambda p: p.capture_id) for c in p.chunks]
-    cache = Path(cache_dir) if cache_dir else None
-    index: ClaimIndex
-    if index_for is not None:
-        index = index_for(chunks, params, RetrieverSpec.named(options.retriever))
-    elif cache is not None:
-        index, _ = Retriever.load_or_build(cache, chunks, embedder, params.as_dict(),
-                                           RetrieverSpec.named(options.retriever))
-    else:
-        index = Retriever.build(chunks, embedder, params.as_dict(),
-                                RetrieverSpec.named(options.retriever))
-
-    for claim in claims:
-        cited_ids = {cid for _, cid in claim.cited if cid}
-        seen: set[str] = set()
-        for url, cid in claim.cited + [(u, c) for u, c, _, _ in claim.found]:
-            page = pages.get(cid or f"url:{url}")
-            if page is None or not page.valid or page.capture_id in seen:
-                continue
-            seen.add(page.capture_id)
-            plan.setdefault(page.capture_id, []).append((claim, page, cid in cited_ids))
-        if options.whole_bundle:
-            for hit in index.search(claim.text, k=options.whole_bundle_pages * 4):
-                cid = hit.chunk.capture_id
-                if cid in seen or len(seen) >= len(claim.cited) + len(claim.found) + \
-                        options.whole_bundle_pages:
-                    continue
-                seen.add(cid)
-                plan.setdefault(cid, []).append((claim, valid[cid], False))
-
-    # Every (page, claim, question) prompt is built first, in a fixed order, then asked
-    # together: a served judge takes up to its concurrency at once, the in-process judge
-    # answers them one by one in this same order (consecutive questions on one page
-    # share the page's prompt prefix). Answers are assembled in prompt order.
-    asks: list[tuple[ClaimEvidence, str, Page, bool, list[Hit], list[Hit]]] = []
-    calls: list[tuple[list[dict[str, str]], dict[str, Any], int]] = []
-    for capture_id in sorted(plan):
-        entries = plan[capture_id]
-        page = entries[0][1]
-        questions = [(c, q, cited) for c, _, cited in entries for q in c.questions]
-        hits_per_q = index.search_many([q for _, q, _ in questions],
-                                       options.passages_per_question, captures={capture_id})
-        best: dict[str, Hit] = {}
-        for hits in hits_per_q:
-            for h in hits:
-                if h.chunk.chunk_id not in best or best[h.chunk.chunk_id].score < h.score:
-                    best[h.chunk.chunk_id] = h
-        chosen = sorted(best.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
-        chosen = sorted(chosen[: options.max_passages_per_page], key=lambda h: h.chunk.start)
-        prefix = page_prefix([h.chunk.text for h in chosen], page.title, page.url)
-        for (claim, question, cited), hits in zip(questions, hits_per_q, strict=True):
-            asks.append((claim, question, page, cited, hits, chosen))
-            calls.append((question_messages(prefix, question, claim.text,
-                                            claim.extra.get("fact")), schema,
-                          options.max_tokens))
+        valid = {k: p for k, p in pages.items() if p.valid}
+        index = _claim_index(source, params, options, embedder, cache_dir, index_for)
+        plan = _plan(claims, pages, valid, index, options)
+        asks, calls = _prompts(plan, source, index, options, schema)
 
     tick = ProgressCount(progress, "verify", len(calls))
 
@@ -289,7 +326,7 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
         **{k.lower(): n for k, n in counts.items()},
         "no_evidence": sum(1 for v in verdicts if v.reason == "no_evidence"),
         "pages_valid": len(valid), "pages_invalid": len(invalid),
-        "chunks": len(chunks),
+        "chunks": len(source.chunks),
         "judge_calls": sum(v.judge_calls for v in verdicts),
         "judge_errors": errors,
         "prompt_tokens": sum(v.prompt_tokens for v in verdicts),

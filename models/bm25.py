@@ -10,9 +10,11 @@ name a chunk by the same integer. Only chunks sharing at least one term with the
 from __future__ import annotations
 
 import re
+from array import array
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ambereval.models.chunk_source import ChunkSource, as_source
 from ambereval.models.chunker import Chunk
 
 TOKENIZER = "lower-words-minus-bm25s-en-stopwords-v1"
@@ -43,16 +45,24 @@ class Bm25Params:
 class Bm25Index:
     """BM25 scores for a fixed list of chunks (sorted by chunk id)."""
 
-    def __init__(self, chunks: list[Chunk], params: Bm25Params | None = None) -> None:
+    def __init__(self, chunks: list[Chunk] | ChunkSource,
+                 params: Bm25Params | None = None) -> None:
+        """Texts are tokenised as the source streams them; only their token ids are kept
+        (numbered in order of first appearance) until bm25s has indexed them."""
         import bm25s
 
-        self.chunks = sorted(chunks, key=lambda c: c.chunk_id)
+        source = as_source(chunks)
+        self.chunks = source.chunks
         self.params = params or Bm25Params()
         self._stop = _stopwords()
         self._model = bm25s.BM25(k1=self.params.k1, b=self.params.b, method=self.params.method)
         if self.chunks:
-            self._model.index([tokens(c.text, self._stop) for c in self.chunks],
-                              show_progress=False)
+            vocab: dict[str, int] = {}
+            ids = [array("i", (vocab.setdefault(t, len(vocab)) for t in tokens(text, self._stop)))
+                   for text in source.texts()]
+            if len(ids) != len(self.chunks):
+                raise ValueError(f"{len(ids)} texts for {len(self.chunks)} chunks")
+            self._model.index((ids, vocab), show_progress=False)
         self._by_capture: dict[str, list[int]] = {}
         for pos, chunk in enumerate(self.chunks):
             self._by_capture.setdefault(chunk.capture_id, []).append(pos)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ambereval.errors import ConfigError
 from ambereval.models.bm25 import Bm25Index, Bm25Params
+from ambereval.models.chunk_source import ChunkSource, as_source
 from ambereval.models.chunker import Chunk
 from ambereval.models.vector_index import Encoder, Hit, IndexSpec, VectorIndex
 
@@ -92,31 +93,35 @@ class Retriever:
         self.lexical = lexical
 
     @classmethod
-    def build(cls, chunks: list[Chunk], encoder: Encoder | None, params: dict[str, Any],
-              spec: RetrieverSpec | None = None) -> Retriever:
+    def build(cls, chunks: list[Chunk] | ChunkSource, encoder: Encoder | None,
+              params: dict[str, Any], spec: RetrieverSpec | None = None) -> Retriever:
+        """A source's texts are streamed once per ranker (models/chunk_source.py); the
+        retriever keeps its chunks as the source gives them (text-less for a stream)."""
         spec = spec or RetrieverSpec()
+        source = as_source(chunks)
         dense = None
         if spec.uses_dense():
             if encoder is None:
                 raise ConfigError(f"the {spec.kind} retriever needs an embedder")
-            dense = VectorIndex.build(chunks, encoder, params, spec.index)
-        lexical = Bm25Index(chunks, spec.bm25) if spec.uses_bm25() else None
-        return cls(chunks, spec, encoder, dense, lexical)
+            dense = VectorIndex.build(source, encoder, params, spec.index)
+        lexical = Bm25Index(source, spec.bm25) if spec.uses_bm25() else None
+        return cls(source.chunks, spec, encoder, dense, lexical)
 
     @classmethod
-    def load_or_build(cls, directory: str | Path, chunks: list[Chunk], encoder: Encoder | None,
-                      params: dict[str, Any], spec: RetrieverSpec | None = None,
-                      ) -> tuple[Retriever, bool]:
+    def load_or_build(cls, directory: str | Path, chunks: list[Chunk] | ChunkSource,
+                      encoder: Encoder | None, params: dict[str, Any],
+                      spec: RetrieverSpec | None = None) -> tuple[Retriever, bool]:
         """The dense index is cached in ``directory`` (reused when its manifest matches);
         BM25 is rebuilt, it takes a fraction of the embedding time. -> (retriever, reused)"""
         spec = spec or RetrieverSpec()
+        source = as_source(chunks)
         if not spec.uses_dense():
-            return cls.build(chunks, encoder, params, spec), False
+            return cls.build(source, encoder, params, spec), False
         if encoder is None:
             raise ConfigError(f"the {spec.kind} retriever needs an embedder")
-        dense, reused = VectorIndex.load_or_build(directory, chunks, encoder, params, spec.index)
-        lexical = Bm25Index(chunks, spec.bm25) if spec.uses_bm25() else None
-        return cls(chunks, spec, encoder, dense, lexical), reused
+        dense, reused = VectorIndex.load_or_build(directory, source, encoder, params, spec.index)
+        lexical = Bm25Index(source, spec.bm25) if spec.uses_bm25() else None
+        return cls(source.chunks, spec, encoder, dense, lexical), reused
 
     def __len__(self) -> int:
         return len(self.chunks)

@@ -33,10 +33,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ambereval.models.canonical import canonical_json, content_key
+from ambereval.models.canonical import canonical_json
+from ambereval.models.chunk_source import ChunkSource, as_source
 from ambereval.models.chunker import Chunk
 
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 3
+#: chunk texts embedded per call, in chunk-id order: a text's vector depends on the batch
+#: it is embedded with (padding, matrix shapes), so the batches are fixed by the chunks
+#: alone, and a streamed source (texts read page by page) embeds exactly as a list does
+EMBED_WINDOW = 4096
 
 
 def _sha256(path: Path) -> str:
@@ -205,14 +210,15 @@ class VectorIndex:
             self._by_capture.setdefault(chunk.capture_id, []).append(pos)
 
     @staticmethod
-    def manifest_for(chunks: list[Chunk], encoder: Encoder, params: dict[str, Any],
-                     dim: int, spec: IndexSpec | None = None) -> dict[str, Any]:
-        ids = sorted(c.chunk_id for c in chunks)
-        digest = content_key([[c.chunk_id, c.start, c.end, content_key(c.text)]
-                              for c in sorted(chunks, key=lambda c: c.chunk_id)])
+    def manifest_for(chunks: list[Chunk] | ChunkSource, encoder: Encoder,
+                     params: dict[str, Any], dim: int, spec: IndexSpec | None = None
+                     ) -> dict[str, Any]:
+        source = as_source(chunks)
+        count = len(source.chunks)
         return {"version": MANIFEST_VERSION, "embedder": encoder.identity(), "chunking": params,
-                "count": len(ids), "chunks_sha256": digest, "dim": dim,
-                "metric": "inner_product", "index": (spec or IndexSpec()).resolve(len(ids))}
+                "count": count, "chunks_sha256": source.digest, "dim": dim,
+                "embed_window": EMBED_WINDOW, "metric": "inner_product",
+                "index": (spec or IndexSpec()).resolve(count)}
 
     def identity(self) -> dict[str, Any]:
         """What a run records about this index: type, parameters, size, embedder."""
@@ -221,26 +227,38 @@ class VectorIndex:
                 "embedder": self.manifest.get("embedder")}
 
     @classmethod
-    def build(cls, chunks: list[Chunk], encoder: Encoder, params: dict[str, Any],
-              spec: IndexSpec | None = None) -> VectorIndex:
-        ordered = sorted(chunks, key=lambda c: c.chunk_id)
-        vectors = encoder.embed([c.text for c in ordered])
+    def build(cls, chunks: list[Chunk] | ChunkSource, encoder: Encoder,
+              params: dict[str, Any], spec: IndexSpec | None = None) -> VectorIndex:
+        """Embeds the chunks' texts ``EMBED_WINDOW`` at a time as the source streams them."""
+        source = as_source(chunks)
+        parts, window = [], []
+        for text in source.texts():
+            window.append(text)
+            if len(window) == EMBED_WINDOW:
+                parts.append(encoder.embed(window))
+                window = []
+        if window or not parts:
+            parts.append(encoder.embed(window))
+        vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if len(vectors) != len(source.chunks):
+            raise ValueError(f"{len(vectors)} texts for {len(source.chunks)} chunks")
         dim = vectors.shape[1] if vectors.ndim == 2 and vectors.shape[0] else \
             int(getattr(encoder, "dim", 0))
-        return cls(ordered, vectors, cls.manifest_for(ordered, encoder, params, dim, spec))
+        return cls(source.chunks, vectors, cls.manifest_for(source, encoder, params, dim, spec))
 
     @classmethod
-    def load_or_build(cls, directory: str | Path, chunks: list[Chunk], encoder: Encoder,
-                      params: dict[str, Any], spec: IndexSpec | None = None,
+    def load_or_build(cls, directory: str | Path, chunks: list[Chunk] | ChunkSource,
+                      encoder: Encoder, params: dict[str, Any], spec: IndexSpec | None = None,
                       ) -> tuple[VectorIndex, bool]:
         """Reuse ``directory`` when its manifest matches; else build and save. -> (index, reused)"""
         directory = Path(directory)
-        ordered = sorted(chunks, key=lambda c: c.chunk_id)
+        source = as_source(chunks)
+        ordered = source.chunks
         stored = directory / "manifest.json"
         if stored.is_file() and (directory / "index.faiss").is_file():
             try:
                 saved = json.loads(stored.read_text())
-                want = cls.manifest_for(ordered, encoder, params, int(saved.get("dim") or 0),
+                want = cls.manifest_for(source, encoder, params, int(saved.get("dim") or 0),
                                         spec)
                 want["index_sha256"] = saved.get("index_sha256")
                 fresh = (canonical_json(saved) == canonical_json(want)
@@ -252,7 +270,7 @@ class VectorIndex:
                 if index.ntotal == len(ordered):
                     return cls(ordered, np.zeros((0, index.d), dtype=np.float32), saved,
                                index=index), True
-        built = cls.build(ordered, encoder, params, spec)
+        built = cls.build(source, encoder, params, spec)
         built.save(directory)
         return built, False
 

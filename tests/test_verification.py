@@ -102,6 +102,35 @@ def test_verdict_rules_and_provenance(tmp_path: Path, web: FakeWeb, embedder: Em
                 assert len(ev["ledger_key"]) == 64
 
 
+def test_whole_bundle_finds_an_uncited_page(tmp_path: Path, web: FakeWeb,
+                                            embedder: Embedder) -> None:
+    """--whole-bundle: a claim citing only an unrelated page is settled by another page
+    of the bundle, found by searching every page; the evidence says it was not cited."""
+    claims = [
+        ClaimInput("elsewhere", "The Eiffel Tower was completed in 1889.",
+                   (web.url("/pages/tea.html"),)),
+        ClaimInput("louvre", "The Louvre opened in 1793.", (web.url("/pages/louvre.html"),)),
+        ClaimInput("holder", "Tea is a drink.", (web.url("/pages/eiffel.html"),)),
+    ]
+    bundle = build(tmp_path, web, claims)
+    narrow = verify_claims(bundle, Judge(PageReader()), embedder)
+    wide = verify_claims(bundle, Judge(PageReader()), embedder,
+                         VerifyOptions(whole_bundle=True, whole_bundle_pages=1))
+    assert {c["id"]: c["verdict"] for c in narrow["claims"]}["elsewhere"] == "Unknown"
+    found = {c["id"]: c for c in wide["claims"]}["elsewhere"]
+    assert found["verdict"] == "Correct"
+    assert [(e["url"], e["cited"]) for e in found["evidence"]] == [
+        (web.url("/pages/eiffel.html"), False)]
+    assert wide["summary"]["chunks"] == narrow["summary"]["chunks"]  # same three pages
+    with Bundle.open(bundle) as b:
+        stored = b.read_capture(found["evidence"][0]["capture_id"])
+        assert any("1889" in stored.text[p["start"]:p["end"]]
+                   for p in found["evidence"][0]["passages"])
+    again = verify_claims(bundle, Judge(PageReader()), embedder,
+                          VerifyOptions(whole_bundle=True, whole_bundle_pages=1))
+    assert again == wide
+
+
 @pytest.mark.slow
 def test_snapshot_report_and_verify_with_the_real_judge(tmp_path: Path, web: FakeWeb) -> None:
     report = tmp_path / "report.md"

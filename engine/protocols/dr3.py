@@ -143,7 +143,7 @@ def fa_messages(source: str, passages: str, statement: str) -> list[dict[str, st
 
 
 def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
-    by_title = ctx.pages_by_title()
+    by_title = ctx.urls_by_title()
     titles = list(by_title)
     claims: list[dict[str, Any]] = []
     # (source header, capture) -> the page and its (claim, check) slots, asked together
@@ -158,7 +158,7 @@ def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
                 m = _TAG_TITLE.match(c.label)
                 name = m.group(1).strip() if m else c.label
                 best = best_title(name, titles)
-                sources.append(("title", name, by_title.get(best) if best else None))
+                sources.append(("title", name, ctx.page(by_title[best]) if best else None))
             for url in c.urls:
                 sources.append(("url", url, ctx.page(url)))
         if not sources and not any(ch.isdigit() for ch in text):

@@ -30,7 +30,6 @@ from ambereval.engine.eval_context import (
     VERIFY_INDEX_STEP,
     VERIFY_SEARCH_STEP,
     EvalContext,
-    chunks_digest,
     open_context,
     search_key,
 )
@@ -39,6 +38,7 @@ from ambereval.engine.runs.evaluate import RunSetup, _table, evaluate_report, pl
 from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter
 from ambereval.errors import BundleError, InputError, LedgerMiss, ReplayDifference
 from ambereval.models import Chunk, ChunkParams, Hit, RetrieverSpec
+from ambereval.models.chunk_source import ChunkSource
 from ambereval.models.judge import Completion, Judge
 from ambereval.models.ledger import Ledger
 from ambereval.snapshots import Bundle
@@ -164,17 +164,17 @@ class ReplayContext(EvalContext):
             self._retrievals[key] = record
         return chunks
 
-    def claim_index(self, chunks: list[Chunk], params: ChunkParams,  # type: ignore[override]
+    def claim_index(self, source: ChunkSource, params: ChunkParams,  # type: ignore[override]
                     spec: RetrieverSpec) -> RecordedIndex:
-        digest = chunks_digest(chunks)
+        digest = source.digest
         line = self.recorded.indexes.get(digest)
         if line is None:
             raise ReplayDifference(f"report {self.name}: claim verification's index over "
-                                   f"{len(chunks)} chunks (sha256 {digest[:12]}) was not "
-                                   "recorded by the run")
+                                   f"{len(source.chunks)} chunks (sha256 {digest[:12]}) was "
+                                   "not recorded by the run")
         with self._lock:
             self._index_records[digest] = line
-        return RecordedIndex(line, chunks, self)
+        return RecordedIndex(line, source.chunks, self)
 
 
 class RecordedIndex:
