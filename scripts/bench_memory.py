@@ -15,6 +15,7 @@
 Each job runs as its own process; its peak RSS is read from ``wait4``'s rusage.
 
     .venv/bin/python scripts/bench_memory.py [--pages 1000] [--skip-evaluate]
+        [--whole-bundle] [--articles-per-page 2] [--claims N] [--before /tmp/old]
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ from fakejudge import FakeJudgeServer  # noqa: E402
 from ambereval.engine.protocols.deepeval import RELEVANCE_SYSTEM, SUPPORT_SYSTEM  # noqa: E402
 from ambereval.engine.protocols.dr3 import FA_SYSTEM  # noqa: E402
 from ambereval.snapshots import (  # noqa: E402
+    Bundle,
     CaptureOptions,
     RetryPolicy,
     capture_claims,
+    capture_urls,
     load_claims,
 )
 
@@ -53,12 +56,12 @@ REPORT_QID = "policyfX8vyl8vSaEC7Jue"
 FILLER_QID = "marketDEJL1uDRvx5UqKKm"
 
 
-def peak_rss(cmd: list[str], env: dict[str, str] | None = None
+def peak_rss(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
              ) -> tuple[float, float, str, float]:
     """(peak RSS in MB, wall seconds, stdout, CPU seconds) of one process; fails loudly."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - start
@@ -75,29 +78,37 @@ def wice_articles() -> list[tuple[str, list[str]]]:
     return [(r["claim"], r["evidence"]) for r in rows if len(r["evidence"]) >= 6]
 
 
-def verify_bundle_of(pages: int, work: Path) -> tuple[Path, int]:
+def verify_bundle_of(pages: int, work: Path, per_page: int = 2,
+                     claims_wanted: int | None = None) -> tuple[Path, int]:
     articles = wice_articles()
     site = {}
     for i in range(pages):
-        sentences = articles[(2 * i) % len(articles)][1] + \
-            articles[(2 * i + 1) % len(articles)][1]
+        sentences = [s for j in range(per_page)
+                     for s in articles[(per_page * i + j) % len(articles)][1]]
         paragraphs = [" ".join(sentences[j:j + 3]) for j in range(0, len(sentences), 3)]
         site[f"/pages/p{i:05d}.html"] = html_page(f"Page {i}", *paragraphs)
     bundle = work / "bundle-verify"
     with FakeWeb(pages=site) as web:
         claims = [{"id": f"c{n:04d}", "text": articles[(8 * n) % len(articles)][0],
                    "urls": [web.url(f"/pages/p{4 * n + j:05d}.html") for j in range(4)]}
-                  for n in range(pages // 4)]
+                  for n in range(min(pages // 4, claims_wanted or pages))]
         path = work / "claims.jsonl"
         path.write_text("".join(json.dumps(c) + "\n" for c in claims), encoding="utf-8")
         options = CaptureOptions.from_env(
             web.env(), reader="direct", concurrency=4, serper_rate=None, reader_rate=None,
             allow_private_addresses=True,  # the fake web is on loopback
             policy=RetryPolicy(attempts=2, backoff=0.01, timeout=10.0))
-        summary = capture_claims(bundle, load_claims(path), options)
+        capture_claims(bundle, load_claims(path), options)
+        cited = {u for c in claims for u in c["urls"]}
+        rest = [web.url(p) for p in sorted(site) if web.url(p) not in cited]
+        if rest:  # pages no claim cites: only --whole-bundle reads them
+            capture_urls(bundle, rest, options)
     text_bytes = sum(len(p.body) for p in site.values())
-    print(f"bundle: {pages} pages captured ({summary.as_dict().get('captured', '?')} "
-          f"captures), {text_bytes / 1e6:.1f} MB of HTML, {len(claims)} claims", flush=True)
+    with Bundle.open(bundle) as b:
+        held = b.index.rows("SELECT COUNT(*) AS n FROM captures WHERE kind = 'page' "
+                            "AND state = 'ok'")[0]["n"]
+    print(f"bundle: {pages} pages served, {held} captured, {text_bytes / 1e6:.1f} MB of "
+          f"HTML, {len(claims)} claims citing {len(cited)}", flush=True)
     return bundle, len(claims)
 
 
@@ -107,6 +118,13 @@ def main() -> None:
     ap.add_argument("--skip-evaluate", action="store_true")
     ap.add_argument("--skip-verify", action="store_true")
     ap.add_argument("--qid", default=REPORT_QID, help="the LRB report evaluate scores")
+    ap.add_argument("--articles-per-page", type=int, default=2,
+                    help="WiCE articles on each page (more: a bigger bundle text)")
+    ap.add_argument("--claims", type=int, help="claims of the verify bundle (default pages/4)")
+    ap.add_argument("--whole-bundle", action="store_true",
+                    help="verify with --whole-bundle (every page indexed and searched)")
+    ap.add_argument("--before", type=Path, help="PYTHONPATH of an older copy of the code "
+                    "(laid out as the package ambereval): its verify measured side by side")
     args = ap.parse_args()
     base, _, _, _ = peak_rss([sys.executable, "-c", "import ambereval.models as m; "
                               "m.Embedder().embed(['warm'])"])
@@ -114,16 +132,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if not args.skip_verify:
-            bundle, claims = verify_bundle_of(args.pages, work)
-            with FakeJudgeServer() as judge:
-                rss, wall, out, _ = peak_rss([*AMBER, "verify", str(bundle), "--out",
-                                              str(work / "verify"), "--judge-url", judge.url,
-                                              "--judge-name", "fake", "--json"])
-            summary = json.loads(out)["summary"] if out.strip().startswith("{") else {}
-            print(f"amber verify, {args.pages} pages, {claims} claims "
-                  f"({summary.get('chunks', '?')} chunks, "
-                  f"{summary.get('judge_calls', '?')} judge calls, fake served judge): "
-                  f"peak RSS {rss:,.0f} MB, {wall:.0f} s", flush=True)
+            bundle, claims = verify_bundle_of(args.pages, work, args.articles_per_page,
+                                              args.claims)
+            extra = ["--whole-bundle"] if args.whole_bundle else []
+            versions = [("", None)]
+            if args.before:
+                versions.append((" (before)", {**os.environ, "PYTHONPATH": str(args.before)}))
+            for label, env in versions:
+                with FakeJudgeServer() as judge:
+                    rss, wall, out, _ = peak_rss(
+                        [*AMBER, "verify", str(bundle), *extra, "--out",
+                         str(work / f"verify{label.strip()}"), "--judge-url", judge.url,
+                         "--judge-name", "fake", "--json"], env,
+                        cwd=work)  # not the checkout: its ambereval/ would shadow --before
+                summary = json.loads(out)["summary"] if out.strip().startswith("{") else {}
+                print(f"amber verify{' --whole-bundle' if extra else ''}{label}, "
+                      f"{args.pages} pages, {claims} claims "
+                      f"({summary.get('chunks', '?')} chunks, "
+                      f"{summary.get('judge_calls', '?')} judge calls, fake served judge): "
+                      f"peak RSS {rss:,.0f} MB, {wall:.0f} s", flush=True)
         if not args.skip_evaluate:
             made = lrb_bundle(args.qid, FILLER_QID, work / "lrb")
             rss, wall, _, cpu = peak_rss([*AMBER, "evaluate", str(made["bundle"]), "--task",
