@@ -94,16 +94,14 @@ def load_page(bundle: Bundle, capture_id: str | None, url: str,
     return page
 
 
-def _textless(chunk: Chunk) -> Chunk:
-    return replace(chunk, text="")
-
-
 class BundleChunks:
     """The chunks of some pages of an open bundle as a chunk source
     (models/chunk_source.py) that never holds their text: :meth:`add` keeps a loaded
     page's chunks without their text (and a sha256 of each text), each :meth:`texts`
-    pass reads the pages again from the bundle, one at a time, and :meth:`page` reloads
-    one whole page when its passages are wanted.
+    pass reads the pages' text again from the bundle, one page at a time, and
+    :meth:`page` reloads one whole page when its passages are wanted. A reload reads the
+    conversion record alone and cuts the chunks at their recorded spans (nothing is
+    chunked twice); a text that no longer matches its digests is a BundleError.
 
     Chunk ids are ``{capture_id}:{n:05d}``, so pages taken in order of
     ``capture_id + ":"`` give their chunks in chunk-id order."""
@@ -159,4 +157,4 @@ class BundleChunks:
 
     def texts(self) -> Iterator[str]:
         for cid in self._order():
-            yield from (c.text for c in self.page(cid).chunks)  # spans of the text: no re-chunking
+            yield from (c.text for c in self.page(cid).chunks)
