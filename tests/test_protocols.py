@@ -343,3 +343,33 @@ def test_checks_against_one_page_share_its_passages(tmp_path: Path,
         assert "completed in 1889 for the World's Fair" in prefix, name  # each one's best
         assert "bakeries of the city" in prefix, name
         assert 2 <= sum(c in prefix for c in chunks) <= 6, name  # at most 6 of its chunks
+
+
+def test_dr3_fa_loads_only_the_documents_it_cites(tmp_path: Path, embedder: Embedder) -> None:
+    """A sandbox document cited by title is found through the index's titles; the other
+    pages of the bundle are never read (FA once loaded every page to learn its title)."""
+    from dataclasses import replace
+
+    from replay_fixtures import landmarks_bundle
+
+    from ambereval.engine.protocols.dr3 import factual_accuracy
+
+    report = ("# Landmarks\n\nThe Eiffel Tower was completed in 1889 [1]. The Louvre opened "
+              "in 1793 [2].\n\n## Sources\n[1] Eiffel: {ORIGIN}/pages/eiffel.html\n"
+              "[2] Louvre: {ORIGIN}/pages/louvre.html\n")
+    bundle, tasks = landmarks_bundle(tmp_path, report)
+    cited = ("The Louvre opened as a public museum in 1793 "
+             '[long_context: "The Louvre museum", chunk 1].\n')
+    judge = scripted_judge()
+    with Bundle.open(bundle) as b:
+        ctx = open_context(b, reports_in(b)[0], load_tasks(tasks)[0], embedder)
+        by_title = ctx.urls_by_title()
+        assert len(by_title) >= 2 and "The Louvre museum" in by_title
+        ctx = replace(ctx, text=cited, report=parse_report(cited), _pages={})
+        result = factual_accuracy(judge, ctx)
+        assert list(ctx._pages) == [by_title["The Louvre museum"]]
+    assert [s["source"] for c in result["claims"] for s in c["sources"]] == [
+        "The Louvre museum"]
+    asked = [c for c in judge.backend.calls if "Statement: " in c]  # type: ignore[attr-defined]
+    assert len(asked) == 1 and "Source: The Louvre museum" in asked[0]
+    assert "opened as a public museum in 1793" in asked[0]
