@@ -111,13 +111,14 @@ class BundleChunks:
         self._pages: dict[str, Page] = {}
         self._keys: dict[str, list[str]] = {}
         self._chunks: list[Chunk] | None = None
+        self._digest: str | None = None
 
     def add(self, page: Page) -> Page:
         """Take a valid loaded page; -> the same page without its text."""
         light = replace(page, text="", chunks=[replace(c, text="") for c in page.chunks])
         self._pages[page.capture_id] = light
         self._keys[page.capture_id] = [text_key(c.text) for c in page.chunks]
-        self._chunks = None
+        self._chunks = self._digest = None
         return light
 
     def _order(self) -> list[str]:
@@ -134,11 +135,13 @@ class BundleChunks:
 
     @property
     def digest(self) -> str:
-        digest = Digest()
-        for cid in self._order():
-            for chunk, key in zip(self._pages[cid].chunks, self._keys[cid], strict=True):
-                digest.add(chunk, key)
-        return digest.hexdigest()
+        if self._digest is None:
+            digest = Digest()
+            for cid in self._order():
+                for chunk, key in zip(self._pages[cid].chunks, self._keys[cid], strict=True):
+                    digest.add(chunk, key)
+            self._digest = digest.hexdigest()
+        return self._digest
 
     def page(self, capture_id: str) -> Page:
         """The whole page :meth:`add` took, its text read again from the bundle."""

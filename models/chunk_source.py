@@ -24,8 +24,8 @@ from ambereval.models.chunker import Chunk
 
 
 class ChunkSource(Protocol):
-    chunks: list[Chunk]  # chunk-id order; text may be "" (streamed by texts())
-
+    @property
+    def chunks(self) -> list[Chunk]: ...  # chunk-id order; text may be "" (see texts())
     @property
     def digest(self) -> str: ...
     def texts(self) -> Iterator[str]: ...
