@@ -176,14 +176,18 @@ Call = tuple[list[dict[str, str]], dict[str, Any], int]
 
 def _claim_index(source: BundleChunks, params: ChunkParams, options: VerifyOptions,
                  embedder: Embedder, cache_dir: str | Path | None,
-                 index_for: IndexFactory | None) -> ClaimIndex:
+                 index_for: IndexFactory | None, progress: Progress) -> ClaimIndex:
     spec = RetrieverSpec.named(options.retriever)
     if index_for is not None:
         return index_for(source, params, spec)
+
+    def embedded(done: int, total: int) -> None:
+        progress("index", done, total)
+
     if cache_dir is not None:
         return Retriever.load_or_build(Path(cache_dir), source, embedder, params.as_dict(),
-                                       spec)[0]
-    return Retriever.build(source, embedder, params.as_dict(), spec)
+                                       spec, embedded)[0]
+    return Retriever.build(source, embedder, params.as_dict(), spec, embedded)
 
 
 def _plan(claims: list[ClaimEvidence], pages: dict[str, Page], valid: dict[str, Page],
@@ -291,7 +295,8 @@ def verify_claims(bundle_path: str | Path, judge: Judge, embedder: Embedder,
                 page_for(row["url"], row["id"])
         bundle_digest = bundle.index.meta("created")
         valid = {k: p for k, p in pages.items() if p.valid}
-        index = _claim_index(source, params, options, embedder, cache_dir, index_for)
+        index = _claim_index(source, params, options, embedder, cache_dir, index_for,
+                             progress)
         plan = _plan(claims, pages, valid, index, options)
         asks, calls = _prompts(plan, source, index, options, schema)
 

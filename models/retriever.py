@@ -26,7 +26,7 @@ from ambereval.errors import ConfigError
 from ambereval.models.bm25 import Bm25Index, Bm25Params
 from ambereval.models.chunk_source import ChunkSource, as_source
 from ambereval.models.chunker import Chunk
-from ambereval.models.vector_index import Encoder, Hit, IndexSpec, VectorIndex
+from ambereval.models.vector_index import Encoder, Hit, IndexSpec, Progress, VectorIndex
 
 KINDS = ("hybrid", "dense", "bm25")
 DEFAULT_RETRIEVER = "hybrid"
@@ -94,32 +94,36 @@ class Retriever:
 
     @classmethod
     def build(cls, chunks: list[Chunk] | ChunkSource, encoder: Encoder | None,
-              params: dict[str, Any], spec: RetrieverSpec | None = None) -> Retriever:
+              params: dict[str, Any], spec: RetrieverSpec | None = None,
+              progress: Progress | None = None) -> Retriever:
         """A source's texts are streamed once per ranker (models/chunk_source.py); the
-        retriever keeps its chunks as the source gives them (text-less for a stream)."""
+        retriever keeps its chunks as the source gives them (text-less for a stream).
+        ``progress(embedded, total)`` follows the embedding, the slow part."""
         spec = spec or RetrieverSpec()
         source = as_source(chunks)
         dense = None
         if spec.uses_dense():
             if encoder is None:
                 raise ConfigError(f"the {spec.kind} retriever needs an embedder")
-            dense = VectorIndex.build(source, encoder, params, spec.index)
+            dense = VectorIndex.build(source, encoder, params, spec.index, progress)
         lexical = Bm25Index(source, spec.bm25) if spec.uses_bm25() else None
         return cls(source.chunks, spec, encoder, dense, lexical)
 
     @classmethod
     def load_or_build(cls, directory: str | Path, chunks: list[Chunk] | ChunkSource,
                       encoder: Encoder | None, params: dict[str, Any],
-                      spec: RetrieverSpec | None = None) -> tuple[Retriever, bool]:
+                      spec: RetrieverSpec | None = None, progress: Progress | None = None
+                      ) -> tuple[Retriever, bool]:
         """The dense index is cached in ``directory`` (reused when its manifest matches);
         BM25 is rebuilt, it takes a fraction of the embedding time. -> (retriever, reused)"""
         spec = spec or RetrieverSpec()
         source = as_source(chunks)
         if not spec.uses_dense():
-            return cls.build(source, encoder, params, spec), False
+            return cls.build(source, encoder, params, spec, progress), False
         if encoder is None:
             raise ConfigError(f"the {spec.kind} retriever needs an embedder")
-        dense, reused = VectorIndex.load_or_build(directory, source, encoder, params, spec.index)
+        dense, reused = VectorIndex.load_or_build(directory, source, encoder, params,
+                                                  spec.index, progress)
         lexical = Bm25Index(source, spec.bm25) if spec.uses_bm25() else None
         return cls(source.chunks, spec, encoder, dense, lexical), reused
 

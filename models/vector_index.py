@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,8 +41,10 @@ from ambereval.models.chunker import Chunk
 MANIFEST_VERSION = 3
 #: chunk texts embedded per call, in chunk-id order: a text's vector depends on the batch
 #: it is embedded with (padding, matrix shapes), so the batches are fixed by the chunks
-#: alone, and a streamed source (texts read page by page) embeds exactly as a list does
-EMBED_WINDOW = 4096
+#: alone, and a streamed source (texts read page by page) embeds exactly as a list does;
+#: progress is reported after each window
+EMBED_WINDOW = 256
+Progress = Callable[[int, int], None]
 
 
 def _sha256(path: Path) -> str:
@@ -228,17 +231,26 @@ class VectorIndex:
 
     @classmethod
     def build(cls, chunks: list[Chunk] | ChunkSource, encoder: Encoder,
-              params: dict[str, Any], spec: IndexSpec | None = None) -> VectorIndex:
-        """Embeds the chunks' texts ``EMBED_WINDOW`` at a time as the source streams them."""
+              params: dict[str, Any], spec: IndexSpec | None = None,
+              progress: Progress | None = None) -> VectorIndex:
+        """Embeds the chunks' texts ``EMBED_WINDOW`` at a time as the source streams them;
+        ``progress(embedded, total)`` after each window."""
         source = as_source(chunks)
+        total = len(source.chunks)
         parts, window = [], []
+
+        def embed() -> None:
+            parts.append(encoder.embed(window))
+            if progress is not None:
+                progress(sum(len(p) for p in parts), total)
+
         for text in source.texts():
             window.append(text)
             if len(window) == EMBED_WINDOW:
-                parts.append(encoder.embed(window))
+                embed()
                 window = []
         if window or not parts:
-            parts.append(encoder.embed(window))
+            embed()
         vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
         if len(vectors) != len(source.chunks):
             raise ValueError(f"{len(vectors)} texts for {len(source.chunks)} chunks")
@@ -249,7 +261,7 @@ class VectorIndex:
     @classmethod
     def load_or_build(cls, directory: str | Path, chunks: list[Chunk] | ChunkSource,
                       encoder: Encoder, params: dict[str, Any], spec: IndexSpec | None = None,
-                      ) -> tuple[VectorIndex, bool]:
+                      progress: Progress | None = None) -> tuple[VectorIndex, bool]:
         """Reuse ``directory`` when its manifest matches; else build and save. -> (index, reused)"""
         directory = Path(directory)
         source = as_source(chunks)
@@ -270,7 +282,7 @@ class VectorIndex:
                 if index.ntotal == len(ordered):
                     return cls(ordered, np.zeros((0, index.d), dtype=np.float32), saved,
                                index=index), True
-        built = cls.build(source, encoder, params, spec)
+        built = cls.build(source, encoder, params, spec, progress)
         built.save(directory)
         return built, False
 

@@ -83,8 +83,12 @@ def test_bundle_source_holds_no_text_and_indexes_as_a_list(bundle: Path,
             [[c.chunk_id, c.start, c.end, content_key(c.text)] for c in listed.chunks])
 
         counted = CountingEncoder(embedder)
-        streamed = VectorIndex.build(source, counted, params.as_dict())
+        reported: list[tuple[int, int]] = []
+        streamed = VectorIndex.build(source, counted, params.as_dict(),
+                                     progress=lambda done, total: reported.append((done, total)))
         assert max(counted.calls) == 4 and sum(counted.calls) == len(full)
+        assert reported == [(min(i, len(full)), len(full))
+                            for i in range(4, len(full) + 4, 4)]
         whole = VectorIndex.build(full, embedder, params.as_dict())
         n = len(full)
         assert np.array_equal(streamed.index.reconstruct_n(0, n), whole.index.reconstruct_n(0, n))
