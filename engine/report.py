@@ -614,6 +614,9 @@ MAX_REPORT_BYTES = 20 * 1024 * 1024
 def load_report(path: str | Path) -> Report:
     """Read and parse a report; missing, non-UTF-8 or huge files are clear errors."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a report file",
+                         hint="pass the report's Markdown file")
     if not path.is_file():
         raise InputError(f"{path}: no such report file")
     size = path.stat().st_size

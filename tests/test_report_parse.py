@@ -184,3 +184,6 @@ def test_report_inspect_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
     done = run_amber("report", "inspect", str(bad))
     assert done.returncode == 2 and "not UTF-8" in done.stderr
     assert run_amber("report", "inspect", str(tmp_path / "none.md")).returncode == 2
+    folder = run_amber("report", "inspect", str(tmp_path))
+    assert folder.returncode == 2 and "is a directory" in folder.stderr
+    assert "Traceback" not in folder.stderr
