@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ambereval.cli.output import handled, print_json, stdout
+from ambereval.cli.output import handled, print_json, print_scores, stdout
 from ambereval.cli.terminal_text import escape
 
 COLOURS = {"pass": "green", "partial": "yellow", "fail": "red", "unknown": "bright_black",
@@ -103,22 +103,9 @@ def _item_json(audit: Any, rep: Any, item: Any) -> dict[str, Any]:
     return doc
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
 def _print_scores(audit: Any) -> None:
-    systems = audit.systems
-    table = Table("dimension", *[escape(f"{s['system']} ({s.get('reports', '?')})")
-                                 for s in systems],
-                  title=f"Scores per system (reports) — {audit.kind}: {escape(audit.source)}")
-    for c in audit.columns:
-        table.add_row(c, *[_fmt(s.get(c)) for s in systems])
-    stdout.print(table)
+    print_scores(f"Scores per system — {audit.kind}: {escape(audit.source)}", audit.columns,
+                 audit.systems)
 
 
 def _print_reports(audit: Any, report: str | None) -> None:

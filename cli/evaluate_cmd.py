@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from ambereval.cli.judge_options import (
     JudgeConcurrency,
@@ -16,7 +15,14 @@ from ambereval.cli.judge_options import (
     Seed,
     Threads,
 )
-from ambereval.cli.output import handled, print_json, progress_bar, run_summary, stdout
+from ambereval.cli.output import (
+    handled,
+    print_json,
+    print_scores,
+    progress_bar,
+    run_summary,
+    stdout,
+)
 
 
 def evaluate_cmd(
@@ -135,9 +141,5 @@ def evaluate_cmd(
         stdout.print(f"resumed: {result['stats']['resumed_reports']} of "
                      f"{result['stats']['reports']} reports were already finished")
     run_summary(result["stats"])
-    view = Table("system", "reports", *table["columns"], title=f"Run {out}")
-    for row in table["systems"]:
-        view.add_row(row["system"], str(row["reports"]),
-                     *["-" if row[c] is None else f"{row[c]:.4g}" for c in table["columns"]])
-    stdout.print(view)
+    print_scores(f"Run {out}", table["columns"], table["systems"])
     stdout.print(f"per-report scores in {out / 'reports'}; table in {out / 'run.csv'}")

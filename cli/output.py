@@ -110,3 +110,32 @@ def run_summary(stats: dict[str, Any]) -> None:
         f"{t.get('prompt_tokens', 0)} prompt + {t.get('completion_tokens', 0)} generated "
         f"tokens, {t.get('retries', 0)} retries, {t.get('throttled', 0)} throttled (429/503), "
         f"{t.get('errors', 0)} unusable answers")
+
+
+def print_scores(title: str, columns: list[str], systems: list[dict[str, Any]]) -> None:
+    """Scores per system: one row per system when the table fits the terminal, else one
+    row per dimension (a run of every protocol has ~15 dimensions; squeezed into 80
+    columns each header would shrink to one letter)."""
+    from rich.markup import escape
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    def fmt(value: Any) -> str:
+        if value is None:
+            return "-"
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    wide = Table("system", "reports", *columns, title=title)
+    for row in systems:
+        wide.add_row(escape(str(row["system"])), fmt(row.get("reports")),
+                     *[fmt(row.get(c)) for c in columns])
+    console = stdout.console
+    unbounded = console.options.update(max_width=1 << 20)
+    if Measurement.get(console, unbounded, wide).maximum <= console.width:
+        console.print(wide)
+        return
+    tall = Table("dimension", *[escape(f"{s['system']} ({s.get('reports', '?')})")
+                                for s in systems], title=title)
+    for column in columns:
+        tall.add_row(column, *[fmt(s.get(column)) for s in systems])
+    console.print(tall)

@@ -123,3 +123,32 @@ def test_out_directory_that_is_not_a_bundle_is_refused(web: FakeWeb, tmp_path: P
     done = run_amber("snapshot", "urls", str(urls), "--out", str(tmp_path), "--reader", "direct")
     assert done.returncode == 1 and "not empty" in done.stderr
     assert (tmp_path / "mine.txt").read_text() == "precious"
+
+
+def test_score_table_turns_when_it_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from ambereval.cli import output
+
+    columns = [f"deepeval.dimension_{i}" for i in range(12)]
+    systems = [{"system": "modelA", "reports": 3, **{c: 50.0 + i for i, c in
+                                                      enumerate(columns)}},
+               {"system": "modelB", "reports": 3, **{c: None for c in columns}}]
+
+    def shown(width: int, cols: list[str]) -> list[str]:
+        buffer = io.StringIO()
+        monkeypatch.setattr(output.stdout, "_console", Console(file=buffer, width=width))
+        output.print_scores("Run x", cols, systems)
+        return buffer.getvalue().splitlines()
+
+    tall = shown(80, columns)  # 12 dimensions cannot be columns in 80 characters
+    assert all(len(line) <= 80 for line in tall)
+    assert any("dimension" in line and "modelA (3)" in line for line in tall)
+    rows = [line for line in tall if "deepeval.dimension_" in line]
+    assert len(rows) == 12 and "61" in rows[11] and "-" in rows[11]
+    wide = shown(80, columns[:2])  # two fit: one row per system, every header whole
+    assert any("system" in line and "deepeval.dimension_1" in line for line in wide)
+    assert sum("modelA" in line for line in wide) == 1
+    assert len(shown(400, columns)) < len(tall)
