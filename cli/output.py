@@ -104,8 +104,9 @@ def run_summary(stats: dict[str, Any]) -> None:
     ex = stats.get("executor", {})
     where = ex.get("name", "?") + (f" x{ex['reports_at_once']}" if "reports_at_once" in ex
                                    else f" ({ex['nodes']} nodes)" if "nodes" in ex else "")
+    n = stats.get("reports", 0)
     stdout.print(
-        f"{stats.get('reports', 0)} reports in {stats.get('wall_seconds', 0):.1f} s ({where}); "
+        f"{n} report{'' if n == 1 else 's'} in {stats.get('wall_seconds', 0):.1f} s ({where}); "
         f"judge: {t.get('calls', 0)} calls, {t.get('ledger_hits', 0)} from the ledger, "
         f"{t.get('prompt_tokens', 0)} prompt + {t.get('completion_tokens', 0)} generated "
         f"tokens, {t.get('retries', 0)} retries, {t.get('throttled', 0)} throttled (429/503), "
