@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from ambereval.cli.output import handled, print_json, stdout
 from ambereval.cli.terminal_text import escape
@@ -59,7 +59,7 @@ def _render(diff: dict[str, Any], limit: int) -> None:
                      f"{escape(diff['a'])} and {escape(diff['b'])})")
         return
     if diff["inputs"]:
-        t = Table("input", "A", "B", title="Inputs that differ")
+        t = Table(Column("input", overflow="fold"), "A", "B", title="Inputs that differ")
         for row in diff["inputs"][:limit]:
             t.add_row(escape(row["field"]), escape(_show(row["a"])), escape(_show(row["b"])))
         stdout.print(t)

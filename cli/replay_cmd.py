@@ -42,7 +42,8 @@ def replay_cmd(
     if as_json:
         print_json(result)
     elif result["identical"]:
-        typer.echo(f"OK: replay identical ({result['reports']} reports, {result['files']} "
+        n = result["reports"]
+        typer.echo(f"OK: replay identical ({n} report{'' if n == 1 else 's'}, {result['files']} "
                    f"files, {result['ledger_hits']} ledger answers, {result['seconds']} s)")
     else:
         d = result["difference"]

@@ -65,7 +65,7 @@ def _copy(run: Path, tmp: Path) -> Path:
 def test_replay_is_identical(run: Path) -> None:
     result = CliRunner().invoke(app, ["replay", str(run)])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("OK: replay identical (1 reports, 4 files,")
+    assert result.output.startswith("OK: replay identical (1 report, 4 files,")
     as_json = CliRunner().invoke(app, ["replay", str(run), "--json"])
     doc = json.loads(as_json.stdout)
     assert doc["identical"] and doc["difference"] is None and doc["ledger_hits"] > 0
