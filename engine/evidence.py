@@ -81,7 +81,7 @@ def load_page(bundle: Bundle, capture_id: str | None, url: str,
     if row["state"] != "ok":
         status = f" HTTP {row['status']}" if row["status"] else ""
         return Page(capture_id, url, False, f"failed_capture{status}: {row['error']}")
-    stored = bundle.read_capture(capture_id)
+    stored = bundle.read_capture(capture_id, body=False)
     if stored.text is None or stored.text_status != "ok":
         return Page(capture_id, url, False, f"no_text ({stored.text_status or 'missing'})")
     if looks_like_error_page(stored.text):
@@ -155,7 +155,7 @@ class BundleChunks:
     def _text(self, capture_id: str) -> str:
         record = self._pages[capture_id].text_record  # the conversion record alone
         if record is None:
-            return self.bundle.read_capture(capture_id).text or ""
+            return self.bundle.read_capture(capture_id, body=False).text or ""
         return self.bundle.read_record(record).body.decode("utf-8")
 
     def texts(self) -> Iterator[str]:

@@ -322,20 +322,23 @@ class Bundle:
             raise BundleError(f"no capture for {ref!r} in {self.root}")
         return row
 
-    def read_capture(self, ref: str) -> StoredCapture:
-        """The stored response and extracted text for a capture id or URL, by offset."""
+    def read_capture(self, ref: str, body: bool = True) -> StoredCapture:
+        """The stored response and extracted text for a capture id or URL, by offset.
+        ``body=False`` reads the text alone (headers and body are left empty): the
+        response record is neither read nor decompressed."""
         row = self.find_capture(ref)
         body_row = row
         if row["revisit_of"]:
             body_row = self.index.capture(row["revisit_of"]) or row
         headers: list[tuple[str, str]] = []
-        body = b""
+        payload = b""
         where: dict[str, Any] = {}
         if body_row["response_record"]:
-            rec = self.read_record(body_row["response_record"])
-            headers, body = rec.http_headers, rec.body
             where = self.index.record(body_row["response_record"]) or {}
-        if row["response_record"] and row["revisit_of"]:
+            if body:
+                rec = self.read_record(body_row["response_record"])
+                headers, payload = rec.http_headers, rec.body
+        if body and row["response_record"] and row["revisit_of"]:
             headers = self.read_record(row["response_record"]).http_headers
         text_row = self.index.one("SELECT * FROM texts WHERE capture_id = ?", [row["id"]])
         text = None
@@ -349,7 +352,7 @@ class Bundle:
             error=row["error"],
             content_type=row["content_type"],
             response_headers=headers,
-            body=body,
+            body=payload,
             text=text,
             title=text_row["title"] if text_row else None,
             text_status=text_row["status"] if text_row else None,

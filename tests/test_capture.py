@@ -44,6 +44,10 @@ def test_capture_links_claims_queries_results_and_captures(web: FakeWeb, tmp_pat
         stored = b.read_capture(web.url("/pages/eiffel.html"))
         assert stored.status == 200 and "completed in 1889" in (stored.text or "")
         assert stored.title == "Eiffel Tower facts"
+        light = b.read_capture(web.url("/pages/eiffel.html"), body=False)
+        assert light.body == b"" and light.response_headers == [] and stored.body
+        assert (light.text, light.title, light.text_record, light.warc_file, light.offset) == \
+            (stored.text, stored.title, stored.text_record, stored.warc_file, stored.offset)
     assert verify_bundle(out).ok
 
 
