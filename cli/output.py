@@ -117,9 +117,10 @@ def print_scores(title: str, columns: list[str], systems: list[dict[str, Any]]) 
     """Scores per system: one row per system when the table fits the terminal, else one
     row per dimension (a run of every protocol has ~15 dimensions; squeezed into 80
     columns each header would shrink to one letter)."""
-    from rich.markup import escape
     from rich.measure import Measurement
     from rich.table import Table
+
+    from ambereval.cli.terminal_text import escape  # names come from bundles: no ESC
 
     def fmt(value: Any) -> str:
         if value is None:
@@ -138,5 +139,5 @@ def print_scores(title: str, columns: list[str], systems: list[dict[str, Any]]) 
     tall = Table("dimension", *[escape(f"{s['system']} ({s.get('reports', '?')})")
                                 for s in systems], title=title)
     for column in columns:
-        tall.add_row(column, *[fmt(s.get(column)) for s in systems])
+        tall.add_row(escape(column), *[fmt(s.get(column)) for s in systems])
     console.print(tall)

@@ -135,7 +135,7 @@ def test_score_table_turns_when_it_does_not_fit(monkeypatch: pytest.MonkeyPatch)
     columns = [f"deepeval.dimension_{i}" for i in range(12)]
     systems = [{"system": "modelA", "reports": 3, **{c: 50.0 + i for i, c in
                                                       enumerate(columns)}},
-               {"system": "modelB", "reports": 3, **{c: None for c in columns}}]
+               {"system": "modelB\x1b[2J", "reports": 3, **{c: None for c in columns}}]
 
     def shown(width: int, cols: list[str]) -> list[str]:
         buffer = io.StringIO()
@@ -152,3 +152,4 @@ def test_score_table_turns_when_it_does_not_fit(monkeypatch: pytest.MonkeyPatch)
     assert any("system" in line and "deepeval.dimension_1" in line for line in wide)
     assert sum("modelA" in line for line in wide) == 1
     assert len(shown(400, columns)) < len(tall)
+    assert not any("\x1b[2J" in line for line in tall + wide)  # a name cannot clear the screen
