@@ -72,6 +72,20 @@ def test_other_judge_and_rule_are_listed_with_what_moved(runs: Runs, other: Path
     assert a["judges"]["fake"] != b["judges"]["fake"]
 
 
+def test_rules_of_a_protocol_one_run_skipped_are_not_inputs(runs: Runs, other: Path,
+                                                            embedder: Embedder) -> None:
+    out = runs.run.parent / "run-dr3-only"
+    judge = Judge(ScriptedBackend(), Ledger(out / "ledger.sqlite", "record"))
+    evaluate_bundles([runs.bundle], runs.tasks, ["dr3"], [("fake", judge)], out, embedder,
+                     rules={**RULES, "fac_no_claims": "zero"})
+    fields = {row["field"]: row for row in diff_runs(other, out)["inputs"]}
+    assert fields["protocols"]["b"] == ["dr3"]  # the difference is said once, here
+    assert not any(f.startswith(("rules.dailyreport.", "rules.deepeval.")) for f in fields)
+    # where both ran a protocol, its rules still count
+    both = {row["field"] for row in diff_runs(runs.run, other)["inputs"]}
+    assert "rules.dailyreport.fac_no_claims" in both
+
+
 def test_cli_diff_tables_json_and_exit_code(runs: Runs, other: Path) -> None:
     done = run_amber("diff", str(runs.run), str(other))
     assert done.returncode == 0, done.stderr

@@ -84,6 +84,19 @@ def _inputs(run_dir: Path, audit: Audit) -> dict[str, Any]:
                      "bundles": _bundle_digests(run_dir, audit)})
 
 
+def _unshared_rule(field: str, a: Audit, b: Audit) -> bool:
+    """A protocol's rules are inputs only where both runs ran that protocol: when one run
+    did not, the ``protocols`` row already says so, and listing each of its rules as
+    "missing" would bury the inputs that did change."""
+    parts = field.split(".")
+    if len(parts) < 2 or parts[0] != "rules":
+        return False
+    ran_a, ran_b = a.inputs.get("protocols"), b.inputs.get("protocols")
+    if not isinstance(ran_a, list) or not isinstance(ran_b, list):
+        return False
+    return parts[1] not in set(ran_a) & set(ran_b)
+
+
 def _report_key(rep: Any) -> tuple[str, str]:
     return (rep.report_id or rep.name, rep.task or "")
 
@@ -107,7 +120,8 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
                          f"`amber {b.kind}` output ({run_b})")
     ia, ib = _inputs(run_a, a), _inputs(run_b, b)
     inputs = [{"field": k, "a": ia.get(k), "b": ib.get(k)}
-              for k in sorted(set(ia) | set(ib)) if ia.get(k) != ib.get(k)]
+              for k in sorted(set(ia) | set(ib))
+              if ia.get(k) != ib.get(k) and not _unshared_rule(k, a, b)]
     pa, pb = prompt_digests(run_a), prompt_digests(run_b)
     prompts = {"only_a": [{"sha256": k, "starts": v} for k, v in pa.items() if k not in pb],
                "only_b": [{"sha256": k, "starts": v} for k, v in pb.items() if k not in pa]}
