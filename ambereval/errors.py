@@ -74,6 +74,15 @@ class PromptError(ModelError):
     schema it cannot enforce): deterministic, so the ledger records and replays it."""
 
 
+class JudgeUnavailable(AmberError):
+    """A judge server could not be reached, failed every attempt, refused us (auth, no such
+    model) or stayed overloaded. Not an answer, so never scored as one: the run stops, and
+    what was already answered stays in the ledger for the next run."""
+
+    code = "judge_unavailable"
+    exit_code = 1
+
+
 class LedgerMiss(AmberError):
     """``--ledger-mode replay`` met a request the ledger does not hold."""
 

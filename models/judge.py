@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import jsonschema
 
-from ambereval.errors import LedgerMiss, ModelError, PromptError
+from ambereval.errors import JudgeUnavailable, LedgerMiss, ModelError, PromptError
 from ambereval.models.canonical import canonical_json, content_key
 from ambereval.models.concurrency import AdaptiveLimit
 from ambereval.models.ledger import Ledger, ShardLedger
@@ -173,7 +173,9 @@ class Judge:
             ) -> list[JudgeResponse | ModelError]:
         """Ask every call, up to ``concurrency`` at once; answers (or the ModelError that
         made one unusable) come back in input order, whatever order they finish in.
-        ``on_done`` runs after each call (from the worker thread: keep it thread-safe)."""
+        ``on_done`` runs after each call (from the worker thread: keep it thread-safe).
+        A :class:`JudgeUnavailable` is not an answer: it is raised, and calls not yet
+        started are cancelled."""
         def one(call: Call) -> JudgeResponse | ModelError:
             try:
                 return self.ask(*call)
@@ -322,7 +324,7 @@ class Judge:
             tries += 1
             waited += pause
             if waited > THROTTLE_BUDGET_S:
-                raise ModelError(f"judge server stayed overloaded for {waited:.0f} s "
-                                 f"({tries} answers of 429/503)",
-                                 hint="lower --judge-concurrency or add server capacity")
+                raise JudgeUnavailable(f"judge server stayed overloaded for {waited:.0f} s "
+                                       f"({tries} answers of 429/503)",
+                                       hint="lower --judge-concurrency or add server capacity")
             self.limit.throttle(pause)

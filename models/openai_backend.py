@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from ambereval.errors import ModelError
+from ambereval.errors import JudgeUnavailable, ModelError
 from ambereval.models.judge import Completion, Message, Throttled
 
 
@@ -99,6 +99,10 @@ class OpenAIBackend:
             if resp.status_code >= 500:
                 problem = f"HTTP {resp.status_code}"
                 continue
+            if resp.status_code in (401, 403, 404):  # every request would be refused alike
+                raise JudgeUnavailable(
+                    f"judge server {self.base_url} refused us (HTTP {resp.status_code}): "
+                    f"{resp.text[:160]}", hint="check --judge-url, --judge-name and the key")
             if resp.status_code != 200:
                 raise ModelError(f"judge server {self.base_url} refused the request "
                                  f"(HTTP {resp.status_code}): {resp.text[:160]}")
@@ -113,5 +117,8 @@ class OpenAIBackend:
             return Completion(raw, {"prompt_tokens": int(usage.get("prompt_tokens", 0)),
                                     "completion_tokens": int(usage.get("completion_tokens", 0))},
                               None, data["choices"][0].get("finish_reason"))
-        raise ModelError(f"judge server {self.base_url} failed after {self.attempts} attempts: "
-                         f"{problem}", hint="check --judge-url and that the server is up")
+        failed = f"judge server {self.base_url} failed after {self.attempts} attempts: {problem}"
+        if problem == "invalid JSON in the reply":  # it answered: an unusable answer
+            raise ModelError(failed, hint="check that the server enforces the JSON schema")
+        raise JudgeUnavailable(failed, hint="check --judge-url and that the server is up; "
+                               "answers so far are kept in the ledger")

@@ -49,8 +49,9 @@ class FakeJudgeServer:
 
     def __init__(self, latency: float = 0.0, capacity: int = 64,
                  retry_after: float = 0.05, refuse_first: int = 0, gate: int = 0,
-                 pushback_after: int | None = None) -> None:
+                 pushback_after: int | None = None, fail_after: int | None = None) -> None:
         self.pushback_after = pushback_after
+        self.fail_after = fail_after  # answered this many, it fails every request (HTTP 500)
         self.salt = b""  # change it to make the "model" answer differently from now on
         self.latency = latency
         self.refuse_first = refuse_first
@@ -88,6 +89,11 @@ class FakeJudgeServer:
 
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with outer._lock:
+                    down = outer.fail_after is not None and outer.served >= outer.fail_after
+                if down:
+                    self._send(500, {"error": "server down"})
+                    return
                 with outer._lock:
                     held = outer.pushback_after is not None and \
                         outer.served + outer.in_flight >= outer.pushback_after

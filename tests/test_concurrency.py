@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fakejudge import FakeJudgeServer
-from rundirs import dr3_bundles, run_contents
+from rundirs import dr3_bundles, ledger_rows, run_contents
 from scripted_judge import scripted_judge
 
 from ambereval.engine.runs.evaluate import evaluate_bundles
@@ -208,3 +208,41 @@ def test_verify_cli_is_the_same_at_any_concurrency(tmp_path: Path, web: FakeWeb)
     assert out[32]["stats"]["concurrency"] == 32
     for name in ("verdicts.jsonl", "summary.json"):
         assert (tmp_path / "v1" / name).read_bytes() == (tmp_path / "v32" / name).read_bytes()
+
+
+def test_a_judge_server_that_goes_down_stops_the_run_and_resume_finishes_it(
+        tmp_path: Path) -> None:
+    """A failed request is not an answer: the run stops with one line (it used to score
+    every failed call as the protocol's lowest value and exit 0), what was answered stays
+    in the ledger, and --resume against the server back up ends where an uninterrupted
+    run ends, asking only what was not answered."""
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    with FakeJudgeServer() as server:
+        args = ["evaluate", *map(str, bundles), "--task", str(tasks), "--protocol", "dr3",
+                "--judge-url", server.url, "--judge-name", "fake", "--judge-concurrency", "2"]
+        assert run_amber(*args, "--out", str(tmp_path / "clean")).returncode == 0
+        whole = server.served
+        server.fail_after = server.served + 3  # three more answers, then HTTP 500
+        done = run_amber(*args, "--out", str(tmp_path / "cut"))
+        assert done.returncode == 1, done.stdout
+        assert "Traceback" not in done.stderr and "judge server" in done.stderr
+        assert "failed after 3 attempts: HTTP 500" in done.stderr
+        assert not (tmp_path / "cut" / "run.json").exists()  # no scores from a dead judge
+        kept = len(ledger_rows(tmp_path / "cut" / "ledger.sqlite"))
+        assert 3 <= kept < whole
+        server.fail_after = None  # the server is back
+        before = server.served
+        done = run_amber("evaluate", "--resume", str(tmp_path / "cut"))
+        assert done.returncode == 0, done.stderr
+        assert server.served - before == whole - kept  # answered calls were not asked again
+    assert run_contents(tmp_path / "cut") == run_contents(tmp_path / "clean")
+
+
+def test_a_dead_judge_url_is_one_line_and_no_scores(tmp_path: Path) -> None:
+    bundles, tasks = dr3_bundles(tmp_path, systems=1)
+    done = run_amber("evaluate", *map(str, bundles), "--task", str(tasks), "--protocol", "dr3",
+                     "--judge-url", "http://127.0.0.1:9", "--judge-name", "fake",
+                     "--out", str(tmp_path / "run"))
+    assert done.returncode == 1 and "unreachable" in done.stderr
+    assert "Traceback" not in done.stderr and "Run " not in done.stdout
+    assert not (tmp_path / "run" / "run.json").exists()

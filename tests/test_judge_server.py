@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from ambereval.errors import ModelError
+from ambereval.errors import JudgeUnavailable, ModelError
 from ambereval.models import Judge, default_judge_path
 from ambereval.models.openai_backend import OpenAIBackend
 
@@ -90,16 +90,18 @@ class _Broken(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-@pytest.mark.parametrize(("mode", "problem"), [("garbage", "invalid JSON in the reply"),
-                                               ("slow", "timed out")])
-def test_bad_server_retries_then_one_clear_error(mode: str, problem: str) -> None:
+@pytest.mark.parametrize(("mode", "problem", "error"),
+                         [("garbage", "invalid JSON in the reply", ModelError),
+                          ("slow", "timed out", JudgeUnavailable)])
+def test_bad_server_retries_then_one_clear_error(mode: str, problem: str,
+                                                 error: type[Exception]) -> None:
     handler = type("H", (_Broken,), {"mode": mode})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         backend = OpenAIBackend(f"http://127.0.0.1:{httpd.server_address[1]}", "m",
                                 timeout=0.5, attempts=2, backoff=0.01)
-        with pytest.raises(ModelError, match=f"failed after 2 attempts: {problem}"):
+        with pytest.raises(error, match=f"failed after 2 attempts: {problem}"):
             Judge(backend).ask(MESSAGES, SCHEMA)
     finally:
         httpd.shutdown()
