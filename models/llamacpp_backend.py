@@ -64,9 +64,12 @@ class LlamaCppBackend:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
             try:
+                # n_threads_batch too: prompt reading (most of a judge's time) runs on the
+                # batch threads, which llama-cpp-python otherwise sets to every core
                 self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx,
-                                  n_threads=self.n_threads, n_batch=self.n_batch, seed=0,
-                                  n_gpu_layers=0, verbose=False)
+                                  n_threads=self.n_threads, n_threads_batch=self.n_threads,
+                                  n_batch=self.n_batch, seed=0, n_gpu_layers=0,
+                                  verbose=False)
             except (ValueError, RuntimeError) as err:
                 raise ModelError(f"{self.model_path}: llama.cpp could not load it ({err})",
                                  hint="expected a valid GGUF model") from None
