@@ -6,6 +6,8 @@ that says what went wrong and, where possible, how to fix it.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AmberError(Exception):
     """Base class for every error a user can cause or fix."""
@@ -18,6 +20,10 @@ class AmberError(Exception):
         super().__init__(message)
         if hint is not None:
             self.hint = hint
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keep the hint when the error crosses a process boundary (worker -> driver)
+        return (type(self), (str(self), self.__dict__.get("hint")))
 
 
 class InputError(AmberError):

@@ -55,7 +55,12 @@ def evaluate_cmd(
         "(repeatable; recorded in manifest.json).")] = None,
     executor: Annotated[str, typer.Option(
         "--executor", help="auto (reports in parallel with a served judge), sequential, "
-        "threads, or ray (one Ray task per report; needs amber-eval[ray]).")] = "auto",
+        "threads, processes (worker processes on this machine, each with its own judge and "
+        "a share of the cores), or ray (one Ray task per report; needs amber-eval[ray]).")
+    ] = "auto",
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="With --executor processes: worker processes (default one "
+        "per 4 cores); --threads sets each one's llama.cpp threads.")] = None,
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="A running Ray cluster (e.g. ray://head:10001 or head:6379); "
         "default: start Ray on this machine.")] = None,
@@ -73,6 +78,9 @@ def evaluate_cmd(
     Example: amber evaluate runs/*/bundle --task tasks.json --judge-url http://gpu:8000
     --judge-name qwen --judge-concurrency 32 --executor ray --ray-address ray://head:10001
     --out run/
+
+    Example: amber evaluate b*/ --task tasks.json --executor processes --workers 8
+    --threads 4 --out run/
 
     Example: amber evaluate --resume run/
     """
@@ -94,7 +102,7 @@ def evaluate_cmd(
         if given:
             fail(f"with --resume the inputs come from {resume}/invocation.json; do not give "
                  f"{', '.join(given)}", hint="only --judge-concurrency, --threads, "
-                 "--executor, --ray-address and --json may change", exit_code=2)
+                 "--executor, --workers, --ray-address and --json may change", exit_code=2)
     elif not bundles or task is None or out is None:
         fail("give BUNDLES..., --task and --out (or --resume RUN_DIR)", exit_code=2)
     with handled():
@@ -126,8 +134,11 @@ def evaluate_cmd(
         judges = invocation.open_judges(out / "ledger.sqlite", ledger_mode,
                                         concurrency=judge_concurrency, threads=threads)
         width = min(j.limit.maximum for _, j in judges)
-        runner = make_executor(executor, width, ray_address, allow_hosts=allow) \
-            if executor == "ray" else make_executor(executor, width)
+        if workers is not None and executor != "processes":
+            fail("--workers goes with --executor processes", exit_code=2)
+        runner = make_executor(executor, width, ray_address, workers, threads,
+                               allow_hosts=allow) \
+            if executor in ("ray", "processes") else make_executor(executor, width)
         with progress_bar(not as_json) as progress:
             result = evaluate_bundles(invocation.bundles, invocation.tasks, protocols, judges,
                                       out, Embedder(), progress, invocation.clip_chars, rules,

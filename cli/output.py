@@ -102,8 +102,12 @@ def run_summary(stats: dict[str, Any]) -> None:
     errors, wall time and where the work ran."""
     t = stats.get("totals", {})
     ex = stats.get("executor", {})
-    where = ex.get("name", "?") + (f" x{ex['reports_at_once']}" if "reports_at_once" in ex
-                                   else f" ({ex['nodes']} nodes)" if "nodes" in ex else "")
+    where = ex.get("name", "?") + (
+        f" x{ex['reports_at_once']}" if "reports_at_once" in ex
+        else f" ({ex['nodes']} nodes)" if "nodes" in ex
+        else f" ({ex['workers']} workers x {ex['threads_per_worker']} threads"
+             + (f", {ex['restarts']} restarted" if ex.get("restarts") else "") + ")"
+        if "workers" in ex else "")
     n = stats.get("reports", 0)
     stdout.print(
         f"{n} report{'' if n == 1 else 's'} in {stats.get('wall_seconds', 0):.1f} s ({where}); "

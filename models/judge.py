@@ -44,6 +44,9 @@ class Throttled(ModelError):
         super().__init__(message)
         self.retry_after = retry_after
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.retry_after))
+
 
 @dataclass(frozen=True)
 class Completion:

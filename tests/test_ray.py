@@ -35,7 +35,7 @@ def ray_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     control = faults / "control"
     path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"worker_process_setup_hook": "ray_faults.install",
+             runtime_env={"worker_process_setup_hook": "worker_faults.install",
                           "env_vars": {"PYTHONPATH": path,
                                        "AMBER_FAULT_CONTROL": str(control),
                                        "AMBER_FAULT_MARKER": str(faults / "died")}})

@@ -1,8 +1,10 @@
-"""Fault injection for the Ray tests, installed in every Ray worker by the test's
-``worker_process_setup_hook``: when the file named by ``AMBER_FAULT_CONTROL`` holds a
-number K, the first worker process to start its (K+1)-th judge request since then dies
-on the spot (``os._exit``), once per run (``AMBER_FAULT_MARKER`` records that it did).
-The K answers before it are already in the report's ledger shard."""
+"""Fault injection for the Ray and process-pool tests, installed in every worker process
+(Ray's ``worker_process_setup_hook``, ProcessExecutor's ``setup_hook``): when the file
+named by ``AMBER_FAULT_CONTROL`` holds a number K, the first worker process to start its
+(K+1)-th judge request since then dies on the spot (``os._exit``), once per run
+(``AMBER_FAULT_MARKER`` records that it did). The K answers before it are already in the
+report's ledger shard. With ``AMBER_FAULT_EVERY_TIME`` set, every worker dies that way (a
+worker that cannot live)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ def install() -> None:
         armed = control.read_text().strip() if control.exists() else ""
         if armed:
             if _seen >= int(armed):
+                if os.environ.get("AMBER_FAULT_EVERY_TIME"):
+                    os._exit(1)
                 try:
                     fd = os.open(os.environ["AMBER_FAULT_MARKER"],
                                  os.O_CREAT | os.O_EXCL | os.O_WRONLY)

@@ -9,6 +9,8 @@ writes the same run directory for every executor:
   whose shared-prefix KV reuse wants calls in a fixed order);
 - :class:`ThreadExecutor`: up to ``width`` reports at once, for served judges; together
   with the judge's own bound (``--judge-concurrency``) this keeps the server's queue full;
+- ``ProcessExecutor`` (``process_executor.py``): worker processes on this machine, each
+  with its own judges and a share of the cores (the in-process judge on many cores);
 - ``RayExecutor`` (``ray_executor.py``, the only module that imports Ray): one Ray task
   per report across a cluster.
 """
@@ -92,17 +94,24 @@ class ThreadExecutor(SequentialExecutor):
 
 
 def make_executor(name: str, width: int = 1, ray_address: str | None = None,
-                  **ray_options: Any) -> Executor:
+                  workers: int | None = None, threads: int | None = None,
+                  **options: Any) -> Executor:
     """``auto`` (threads when every judge is served, else sequential), ``sequential``,
-    ``threads`` or ``ray``."""
+    ``threads``, ``processes`` (``workers`` processes of ``threads`` threads) or ``ray``.
+    ``options`` go to the process or Ray executor (``allow_hosts``, ``max_retries``)."""
     if name == "auto":
         return ThreadExecutor(width) if width > 1 else SequentialExecutor()
     if name == "sequential":
         return SequentialExecutor()
     if name == "threads":
         return ThreadExecutor(width)
+    if name == "processes":
+        from ambereval.engine.runs.process_executor import ProcessExecutor
+
+        return ProcessExecutor(workers, threads, **options)
     if name == "ray":
         from ambereval.engine.runs.ray_executor import RayExecutor
 
-        return RayExecutor(ray_address, **ray_options)
-    raise ConfigError(f"unknown executor {name!r} (auto, sequential, threads or ray)")
+        return RayExecutor(ray_address, **options)
+    raise ConfigError(f"unknown executor {name!r} (auto, sequential, threads, processes or "
+                      "ray)")

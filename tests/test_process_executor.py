@@ -1,0 +1,142 @@
+"""``amber evaluate --executor processes``: reports spread over worker processes on this
+machine. The run directory equals a sequential run's, a worker that dies mid-report is
+replaced without asking again what it had answered, and the CLI takes --workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from fakejudge import FakeJudgeServer
+from rundirs import dr3_bundles, ledger_rows, run_contents
+
+from ambereval.engine.runs.evaluate import evaluate_bundles
+from ambereval.engine.runs.executors import make_executor
+from ambereval.engine.runs.process_executor import ProcessExecutor
+from ambereval.errors import ConfigError, ModelError
+from ambereval.models import Embedder, open_judge
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder()
+
+
+def run(executor: object, bundles: list[Path], tasks: Path, out: Path, url: str,
+        embedder: Embedder) -> dict:
+    judge = open_judge(None, url, "fake", out / "ledger.sqlite", "reuse", concurrency=1)
+    return evaluate_bundles(bundles, tasks, ["dr3", "deepeval"], [("served", judge)], out,
+                            embedder, executor=executor)
+
+
+def test_process_run_equals_sequential_run(tmp_path: Path, embedder: Embedder) -> None:
+    bundles, tasks = dr3_bundles(tmp_path)
+    with FakeJudgeServer(latency=0.01) as server:
+        local = run(make_executor("sequential"), bundles, tasks, tmp_path / "local",
+                    server.url, embedder)
+        spread = run(make_executor("processes", workers=2, threads=1), bundles, tasks,
+                     tmp_path / "procs", server.url, embedder)
+    assert spread["stats"]["executor"] == {"name": "processes", "workers": 2,
+                                           "threads_per_worker": 1, "restarts": 0}
+    assert run_contents(tmp_path / "local") == run_contents(tmp_path / "procs")
+    # an identical request from reports in two processes may reach the judge twice
+    assert spread["stats"]["totals"]["calls"] >= local["stats"]["totals"]["calls"] > 10
+    assert not list((tmp_path / "procs" / ".ledger-shards").iterdir())  # merged, removed
+
+
+def test_dead_worker_is_replaced_and_keeps_its_answers(tmp_path: Path, embedder: Embedder,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    control, marker = tmp_path / "control", tmp_path / "died"
+    monkeypatch.setenv("AMBER_FAULT_CONTROL", str(control))
+    monkeypatch.setenv("AMBER_FAULT_MARKER", str(marker))
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    with FakeJudgeServer(latency=0.01) as server:
+        run(make_executor("sequential"), bundles, tasks, tmp_path / "local", server.url,
+            embedder)
+        before = Counter(server.seen)
+        control.write_text("3")  # the first worker to start its 4th request dies
+        executor = ProcessExecutor(1, 1, setup_hook="worker_faults.install")
+        spread = run(executor, bundles, tasks, tmp_path / "procs", server.url, embedder)
+        asked = Counter(server.seen) - before
+    assert marker.exists()  # a worker really died mid-report
+    assert executor.restarts == 1
+    assert run_contents(tmp_path / "local") == run_contents(tmp_path / "procs")
+    # the new worker answered the dead one's three questions from its shard: every
+    # request reached the server exactly once, and each is one ledger row
+    assert max(asked.values()) == 1
+    assert sum(asked.values()) == len(ledger_rows(tmp_path / "procs" / "ledger.sqlite"))
+    assert spread["stats"]["totals"]["ledger_hits"] >= 3
+
+
+def test_workers_that_keep_dying_stop_the_run(tmp_path: Path, embedder: Embedder,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    control = tmp_path / "control"
+    monkeypatch.setenv("AMBER_FAULT_CONTROL", str(control))
+    monkeypatch.setenv("AMBER_FAULT_MARKER", str(tmp_path / "died"))
+    monkeypatch.setenv("AMBER_FAULT_EVERY_TIME", "1")
+    bundles, tasks = dr3_bundles(tmp_path, systems=1)
+    control.write_text("0")
+    with FakeJudgeServer(latency=0.01) as server:
+        executor = ProcessExecutor(1, 1, max_retries=1, setup_hook="worker_faults.install")
+        with pytest.raises(ModelError, match="a worker process died 2 times"):
+            run(executor, bundles, tasks, tmp_path / "procs", server.url, embedder)
+        assert not server.seen
+    assert not (tmp_path / "procs" / "reports").exists() or \
+        not list((tmp_path / "procs" / "reports").iterdir())
+
+
+def test_errors_keep_their_hint_across_processes() -> None:
+    """A worker's error reaches the driver pickled: its one-line hint must survive."""
+    from ambereval.errors import JudgeUnavailable
+    from ambereval.models.judge import Throttled
+
+    again = pickle.loads(pickle.dumps(JudgeUnavailable("server down", hint="start it")))
+    assert type(again) is JudgeUnavailable
+    assert (str(again), again.hint) == ("server down", "start it")
+    assert pickle.loads(pickle.dumps(Throttled("busy", retry_after=2.5))).retry_after == 2.5
+
+
+def test_workers_must_be_positive() -> None:
+    with pytest.raises(ConfigError, match="--workers must be at least 1"):
+        ProcessExecutor(0)
+
+
+def test_processes_from_the_cli(tmp_path: Path) -> None:
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    with FakeJudgeServer(latency=0.01) as server:
+        args = [sys.executable, "-m", "ambereval.cli", "evaluate", *map(str, bundles),
+                "--task", str(tasks), "--protocol", "dr3", "--judge-url", server.url,
+                "--judge-name", "fake", "--out", str(tmp_path / "run")]
+        done = subprocess.run([*args, "--executor", "processes", "--workers", "2"],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert "processes (2 workers" in done.stdout and "2 reports in" in done.stdout
+        stats = json.loads((tmp_path / "run" / "stats.json").read_text())
+        assert stats["executor"]["name"] == "processes"
+        done = subprocess.run([*args[:-1], str(tmp_path / "x"), "--workers", "2"],
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "amber: error: --workers goes with --executor processes"]
+
+
+@pytest.mark.slow
+def test_in_process_judge_in_workers_equals_sequential(tmp_path: Path,
+                                                       embedder: Embedder) -> None:
+    """The case the executor is for: the default llama.cpp judge, two reports. Two workers
+    of one thread each write what one process of two threads writes (llama.cpp's CPU
+    results do not depend on its thread count)."""
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    for name, executor in (("local", make_executor("sequential")),
+                           ("procs", make_executor("processes", workers=2, threads=1))):
+        judge = open_judge(ledger=tmp_path / name / "ledger.sqlite", threads=2)
+        evaluate_bundles(bundles, tasks, ["dr3"], [("default", judge)], tmp_path / name,
+                         embedder, executor=executor)
+    assert run_contents(tmp_path / "local") == run_contents(tmp_path / "procs")
