@@ -140,3 +140,39 @@ def test_in_process_judge_in_workers_equals_sequential(tmp_path: Path,
         evaluate_bundles(bundles, tasks, ["dr3"], [("default", judge)], tmp_path / name,
                          embedder, executor=executor)
     assert run_contents(tmp_path / "local") == run_contents(tmp_path / "procs")
+
+
+def test_a_judge_that_goes_down_stops_the_workers_and_resume_finishes(tmp_path: Path) -> None:
+    """The judge fails mid-run: one line, exit 1, no scores; what the workers had answered
+    is merged into the run's ledger (no shard left behind), and --resume on workers asks
+    only the rest and ends with the run an uninterrupted run writes."""
+    from conftest import run_amber
+
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    workers = ["--executor", "processes", "--workers", "2", "--threads", "1"]
+
+    def args(url: str) -> list[str]:
+        return ["evaluate", *map(str, bundles), "--task", str(tasks), "--protocol", "dr3",
+                "--judge-url", url, "--judge-name", "fake"]
+
+    with FakeJudgeServer() as server:
+        assert run_amber(*args(server.url), "--out", str(tmp_path / "clean")).returncode == 0
+        clean = Counter(server.seen)
+        server.fail_after = server.served + 3  # three more answers, then HTTP 500
+        done = run_amber(*args(server.url), "--out", str(tmp_path / "cut"), *workers)
+        assert done.returncode == 1, done.stdout
+        errors = [line for line in done.stderr.splitlines() if "warning" not in line]
+        assert len(errors) == 1 and errors[0].startswith("amber: error: ")
+        assert "failed after 3 attempts: HTTP 500" in errors[0]
+        assert "(hint: " in errors[0]  # the worker's hint survived the trip to the driver
+        assert not (tmp_path / "cut" / "run.json").exists()
+        assert not list((tmp_path / "cut" / ".ledger-shards").glob("*"))
+        assert len(ledger_rows(tmp_path / "cut" / "ledger.sqlite")) == 3
+        answered = Counter(server.seen) - clean
+        server.fail_after = None
+        done = run_amber("evaluate", "--resume", str(tmp_path / "cut"), *workers)
+        assert done.returncode == 0, done.stderr
+        asked_again = Counter(server.seen) - clean - answered
+    assert len(answered) == 3 and not set(answered) & set(asked_again)
+    assert set(answered) | set(asked_again) == set(clean)
+    assert run_contents(tmp_path / "cut") == run_contents(tmp_path / "clean")

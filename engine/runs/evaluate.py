@@ -29,7 +29,7 @@ from ambereval.engine.eval_context import (
 )
 from ambereval.engine.judge_card import card_entries
 from ambereval.engine.progress_count import ProgressCount
-from ambereval.engine.runs.run_dir import RunWriter
+from ambereval.engine.runs.run_dir import RunWriter, merge_leftover_shards
 from ambereval.engine.tasks import Task, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge, RetrieverSpec
@@ -222,6 +222,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         "reports": [j.fname for j in jobs],
     }
     done = finished_reports(out, manifest) if resume else {}
+    if resume:  # answers of workers a crash stopped mid-report (Ray, processes)
+        merge_leftover_shards(next((j.ledger for _, j in judges if j.ledger), None))
     if not resume:
         writer.manifest(manifest)
         if invocation is not None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from ambereval.engine.runs.evaluate import ReportJob, RunSetup
 from ambereval.engine.runs.executors import Outcome, Tick
+from ambereval.engine.runs.run_dir import merge_leftover_shards
 from ambereval.engine.runs.worker import (
     add_stats,
     evaluate_on_worker,
@@ -90,6 +91,7 @@ class ProcessExecutor:
         pending: dict[Future[dict[str, Any]], int] = {}
         pool: ProcessPoolExecutor | None = None
         emitted = 0
+        finished_all = False
         try:
             while emitted < len(jobs):
                 if pool is None:
@@ -115,9 +117,14 @@ class ProcessExecutor:
                     add_stats(self._stats, outcome.stats)
                     emitted += 1
                     yield outcome
+            finished_all = True
         finally:
             if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+                if not finished_all:  # an error or an interrupt: stop the other workers
+                    _terminate(pool)
+                pool.shutdown(wait=finished_all, cancel_futures=True)
+            if not finished_all:  # keep what the stopped workers had answered
+                merge_leftover_shards(main)
 
     def _restart(self, pool: ProcessPoolExecutor,
                  pending: dict[Future[dict[str, Any]], int],
@@ -134,6 +141,16 @@ class ProcessExecutor:
             raise ModelError(f"a worker process died {self.restarts} times; stopped",
                              hint="see what killed it (memory?); `amber evaluate --resume "
                                   "RUN_DIR` continues with what was answered")
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool's workers now, mid-report (their ledger shards stay for a resume)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=30)
 
 
 __all__ = ["ProcessExecutor", "default_workers"]

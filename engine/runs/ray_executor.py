@@ -1,19 +1,17 @@
 """Fan a run out over a Ray cluster: one Ray task per report. The only module importing Ray.
 
-Each task runs :func:`~ambereval.engine.runs.evaluate.evaluate_report` on a worker, the
-same function a local run calls. The worker rebuilds the judges from their recipes (the
-``open_judge`` arguments: a ``--judge-url`` server, or a GGUF file every node can read,
-loaded once per worker process) and the embedder from its directory, and opens the
-bundle by its absolute path: bundles, the run directory and model files must sit on a
-path every node sees (NFS, a shared volume) under the same name.
+Each task runs :func:`~ambereval.engine.runs.worker.evaluate_on_worker` on a worker: the
+same report evaluation a local run does, with judges and embedder rebuilt from their
+recipes (a ``--judge-url`` server, or a GGUF file every node can read, loaded once per
+worker process). Bundles, the run directory and model files are opened by absolute path,
+so they must sit on a path every node sees (NFS, a shared volume) under the same name.
 
-Judge answers go to a ledger shard of the task's own, ``RUN_DIR/.ledger-shards/<report>``
-(SQLite), looked up before the run's ledger. A worker that dies mid-report leaves its
-shard behind; Ray retries the task (``max_retries``) and the retry answers from the shard
-what the dead attempt already asked. Only a finished task's result reaches the driver,
-which writes the report, merges the shard's rows into ``RUN_DIR/ledger.sqlite`` in key
-order and deletes the shard: nothing from a dead attempt reaches the run directory except
-judge answers, which are the same whoever asked.
+Judge answers go to the report's ledger shard (``worker.py``); a worker that dies
+mid-report leaves it behind, Ray retries the task (``max_retries``) and the retry answers
+from the shard what the dead attempt already asked. Only a finished task's result
+reaches the driver, which writes the report and merges the shard in key order: nothing
+from a dead attempt reaches the run directory except judge answers, which are the same
+whoever asked.
 """
 
 from __future__ import annotations

@@ -46,6 +46,11 @@
       systems                  mean per system per column
     RUN_DIR/ledger.sqlite      every judge call (models/ledger.py), keyed by the sha256 of
                                its canonical request; compare runs by rows in key order
+    RUN_DIR/.ledger-shards/<n>.sqlite  a worker's answers for a report it is evaluating
+                               (--executor processes or ray); merged into ledger.sqlite
+                               in key order and deleted when that report is written. A
+                               run that stops leaves none: the driver merges what its
+                               workers had answered (and --resume merges any a crash left)
     RUN_DIR/stats.json         timings and counters, different on every run: executor,
                                judge concurrency, wall seconds, per judge calls, ledger
                                hits, tokens, retries, 429/503 throttles, errors
@@ -68,6 +73,34 @@ from typing import Any
 
 RUN_FORMAT = "amber-run/2"
 STATS_FORMAT = "amber-run-stats/1"
+SHARDS = ".ledger-shards"
+
+
+def remove_shard(path: Path) -> None:
+    """Delete a ledger shard and its SQLite side files."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def merge_leftover_shards(ledger: Any) -> int:
+    """Merge into the run's ``ledger`` the shards that workers stopped mid-report left in
+    ``RUN_DIR/.ledger-shards`` (their answers are answers, whoever asked), in file name
+    order, and delete them. -> rows merged. Call only when no worker is running."""
+    from ambereval.models.ledger import Ledger
+
+    if ledger is None:
+        return 0
+    merged = 0
+    for path in sorted((Path(ledger.path).parent / SHARDS).glob("*.sqlite")):
+        shard = Ledger(path, "reuse")
+        try:
+            rows = shard.rows()
+        finally:
+            shard.close()
+        if rows:
+            merged += ledger.merge(rows)
+        remove_shard(path)
+    return merged
 
 
 def write_atomic(path: Path, text: str) -> None:

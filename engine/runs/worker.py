@@ -20,12 +20,11 @@ from typing import Any
 from ambereval.engine.eval_context import SharedEmbedder
 from ambereval.engine.runs.evaluate import ReportJob, RunSetup, evaluate_report
 from ambereval.engine.runs.executors import Outcome
+from ambereval.engine.runs.run_dir import SHARDS, remove_shard
 from ambereval.errors import ConfigError
 from ambereval.models import Embedder, Judge, open_judge
 from ambereval.models.canonical import canonical_json
 from ambereval.models.ledger import Ledger, ShardLedger
-
-SHARDS = ".ledger-shards"
 
 
 @dataclass(frozen=True)
@@ -125,9 +124,7 @@ def take_result(result: dict[str, Any], job: ReportJob, setup: WorkerSetup,
     if main is not None and result["rows"]:
         main.merge(result["rows"])
     if setup.shard_dir is not None:
-        shard = Path(setup.shard_dir) / f"{job.fname}.sqlite"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{shard}{suffix}").unlink(missing_ok=True)
+        remove_shard(Path(setup.shard_dir) / f"{job.fname}.sqlite")
     return Outcome(result["doc"], result["seconds"], result["stats"])
 
 
