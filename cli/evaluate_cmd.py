@@ -94,6 +94,8 @@ def evaluate_cmd(
     from ambereval.models import Embedder
     from ambereval.netguard import install_offline_guard
 
+    if workers is not None and executor != "processes":
+        fail("--workers goes with --executor processes", exit_code=2)
     if resume is not None:
         given = [name for name, value in (
             ("BUNDLES", bundles), ("--task", task), ("--out", out),
@@ -134,8 +136,6 @@ def evaluate_cmd(
         judges = invocation.open_judges(out / "ledger.sqlite", ledger_mode,
                                         concurrency=judge_concurrency, threads=threads)
         width = min(j.limit.maximum for _, j in judges)
-        if workers is not None and executor != "processes":
-            fail("--workers goes with --executor processes", exit_code=2)
         runner = make_executor(executor, width, ray_address, workers, threads,
                                allow_hosts=allow) \
             if executor in ("ray", "processes") else make_executor(executor, width)

@@ -198,6 +198,11 @@ def doctor_cmd(as_json: Json = False) -> None:
             stdout.print(f"  features in use: {', '.join(llama['features_in_use'])}")
             stdout.print(f"  portable build (no AVX-512/AMX): {llama['portable']}")
         stdout.print(f"CPU flags: {', '.join(report['cpu_flags'])}")
+        cpu = report["cpu"]
+        stdout.print(f"cores: {cpu['cores']}, load average {cpu['load_average_1m']}; "
+                     f"OMP_WAIT_POLICY {cpu['omp_wait_policy'] or 'unset (threads spin)'}")
+        if cpu["advice"]:
+            stdout.print(f"  advice: {cpu['advice']}")
         torch = report["torch"]
         stdout.print(f"torch: {torch['version']} (CPU build: {torch['cpu_build']})")
         stdout.print(f"faiss-cpu: {report['faiss']}; sentence-transformers: "

@@ -58,6 +58,24 @@ def llama_build_info() -> dict[str, Any]:
     return info
 
 
+def cpu_sharing() -> dict[str, Any]:
+    """Cores, load, and whether llama.cpp's OpenMP threads spin while they wait. They do
+    by default: fastest alone, but a judge sharing its cores with other busy processes
+    loses most of its time to spinning (README, "Sharing the cores")."""
+    cores = os.cpu_count() or 1
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except OSError:
+        load = None
+    policy = os.environ.get("OMP_WAIT_POLICY")
+    advice = None
+    if policy is None and load is not None and load >= cores / 2:
+        advice = ("other work is using these cores: start amber with OMP_WAIT_POLICY=PASSIVE "
+                  "so llama.cpp's threads sleep instead of spinning while they wait")
+    return {"cores": cores, "load_average_1m": load, "omp_wait_policy": policy,
+            "advice": advice}
+
+
 def doctor_report() -> dict[str, Any]:
     models = [m.as_dict() for m in known_models()]
     llama = llama_build_info()
@@ -71,6 +89,7 @@ def doctor_report() -> dict[str, Any]:
     return {
         "llama_cpp": llama,
         "cpu_flags": _cpu_flags(),
+        "cpu": cpu_sharing(),
         "torch": {"version": torch_version, "cpu_build": bool(torch_version and
                                                              "+cpu" in torch_version)},
         "faiss": _version("faiss-cpu"),

@@ -2,7 +2,10 @@
 (the cost that dominates a report) measured side by side in one run:
 
 1. one process, llama.cpp with 1 thread, then with every core;
-2. N processes of one thread each, all reading at once (what N workers do).
+2. N processes of one thread each, all reading at once (what N workers do);
+3. two judges of every core each, side by side (a judge sharing its cores with other
+   work), with llama.cpp's OpenMP threads spinning while they wait (the default) and
+   sleeping (``OMP_WAIT_POLICY=PASSIVE``), and one such judge alone with each policy.
 
 Each reads the same ~1,500-token prompt from a cold KV cache for ``--seconds``; the
 aggregate tokens/s of (2) over the best of (1) is the speed-up workers can give. On a
@@ -31,7 +34,7 @@ def read_rate(threads: int, seconds: float, start: float = 0.0) -> float:
     llm = Llama(model_path=str(default_judge_path()), n_ctx=4096, n_threads=threads,
                 n_threads_batch=threads, seed=0, n_gpu_layers=0, verbose=False)
     tokens = llm.tokenize(EVIDENCE.encode())[:1500]
-    while time.time() < start:  # workers start reading together
+    while time.time() < start:  # processes start reading together
         time.sleep(0.01)
     began, done = time.perf_counter(), 0
     while time.perf_counter() - began < seconds:
@@ -58,6 +61,28 @@ def main() -> None:
     print(f"{args.workers} processes x 1 thread: {total:7.0f} prompt tok/s in all "
           f"({', '.join(f'{r:.0f}' for r in rates)})")
     print(f"workers vs the best single process: {total / max(one, every):.2f}x")
+    for policy in ("", "PASSIVE"):
+        name = f"OMP_WAIT_POLICY={policy}" if policy else "OMP_WAIT_POLICY unset"
+        alone = side_by_side(1, cores, args.seconds, policy)
+        pair = side_by_side(2, cores, args.seconds, policy)
+        print(f"{name:>24}: alone {alone[0]:4.0f} prompt tok/s; two side by side "
+              f"{sum(pair):4.0f} in all ({', '.join(f'{r:.0f}' for r in pair)})")
+
+
+def side_by_side(n: int, threads: int, seconds: float, policy: str) -> list[float]:
+    """Rates of ``n`` judges of ``threads`` threads reading at once, in processes started
+    with ``OMP_WAIT_POLICY=policy`` (unset when empty): libgomp reads it as it loads."""
+    saved = os.environ.pop("OMP_WAIT_POLICY", None)
+    if policy:
+        os.environ["OMP_WAIT_POLICY"] = policy
+    try:
+        start = time.time() + 15
+        with multiprocessing.get_context("spawn").Pool(n) as pool:
+            return pool.starmap(read_rate, [(threads, seconds, start)] * n)
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+        if saved is not None:
+            os.environ["OMP_WAIT_POLICY"] = saved
 
 
 if __name__ == "__main__":
