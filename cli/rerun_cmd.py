@@ -18,6 +18,11 @@ def rerun_cmd(
                                        help="How many times to evaluate again.")] = 1,
     judge_concurrency: JudgeConcurrency = None,
     threads: Threads = None,
+    executor: Annotated[str, typer.Option(
+        "--executor", help="auto, sequential, threads or processes, as for amber evaluate "
+        "(a fresh one per rerun).")] = "auto",
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="With --executor processes: worker processes.")] = None,
     limit: Annotated[int, typer.Option(
         "--limit", min=1, help="Rows shown per table in the terminal.")] = 30,
     exit_code: Annotated[bool, typer.Option(
@@ -31,18 +36,27 @@ def rerun_cmd(
     scores and every verdict that changed.
 
     Example: amber rerun runs/smol/ --times 3
+
+    Example: amber rerun runs/smol/ --times 3 --executor processes --workers 4
     """
     from urllib.parse import urlsplit
 
+    from ambereval.cli.output import fail
     from ambereval.engine.runs.invocation import read_invocation
     from ambereval.engine.runs.rerun import rerun_run
     from ambereval.netguard import install_offline_guard
 
+    if executor not in ("auto", "sequential", "threads", "processes"):
+        fail(f"--executor {executor!r}: rerun takes auto, sequential, threads or processes",
+             exit_code=2)
+    if workers is not None and executor != "processes":
+        fail("--workers goes with --executor processes", exit_code=2)
     with handled():
         urls = [j.url for j in read_invocation(run_dir).judges if j.url]
         install_offline_guard(tuple(h for h in (urlsplit(u).hostname for u in urls) if h))
         with progress_bar(not as_json) as progress:
-            result = rerun_run(run_dir, times, judge_concurrency, threads, progress=progress)
+            result = rerun_run(run_dir, times, judge_concurrency, threads, executor,
+                               progress=progress, workers=workers)
     moved = any(d["reports_moved"] for d in result["dimensions"]) or result["verdicts"]
     if as_json:
         print_json(result)

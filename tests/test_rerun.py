@@ -59,14 +59,20 @@ def test_rerun_errors_are_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
     zero = run_amber("rerun", str(tmp_path), "--times", "0")
     assert zero.returncode == 2
+    for bad, message in ((["--workers", "2"], "--workers goes with --executor processes"),
+                         (["--executor", "ray"], "rerun takes auto, sequential, threads or "
+                                                 "processes")):
+        done = run_amber("rerun", str(tmp_path), *bad)
+        assert done.returncode == 2 and message in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow
 def test_in_process_judge_reruns_change_nothing(tmp_path: Path) -> None:
-    bundles, tasks = dr3_bundles(tmp_path, systems=1)
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
     run = tmp_path / "run"
-    done = run_amber("evaluate", str(bundles[0]), "--task", str(tasks), "--protocol", "dr3",
-                     "--judge-ctx", "2048", "--out", str(run))
+    done = run_amber("evaluate", *map(str, bundles), "--task", str(tasks), "--protocol",
+                     "dr3", "--judge-ctx", "2048", "--out", str(run))
     assert done.returncode == 0, done.stderr
     again = run_amber("rerun", str(run), "--times", "1", "--json", "--exit-code")
     assert again.returncode == 0, again.stderr
@@ -75,3 +81,10 @@ def test_in_process_judge_reruns_change_nothing(tmp_path: Path) -> None:
     # the reruns really asked the model: their ledgers hold answers, not reused ones
     stats = json.loads((run / "reruns" / "1" / "stats.json").read_text())
     assert stats["totals"]["calls"] > 0 and stats["totals"]["ledger_hits"] == 0
+    # the same on worker processes of one thread each (one report per worker)
+    spread = run_amber("rerun", str(run), "--times", "1", "--json", "--exit-code",
+                       "--executor", "processes", "--workers", "2", "--threads", "1")
+    assert spread.returncode == 0, spread.stderr
+    assert json.loads(spread.stdout)["identical_reruns"] == 1
+    stats = json.loads((run / "reruns" / "1" / "stats.json").read_text())
+    assert stats["executor"]["name"] == "processes" and stats["totals"]["calls"] > 0

@@ -69,15 +69,18 @@ def spread(runs: list[Path]) -> list[dict[str, Any]]:
 
 
 def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
-              threads: int | None = None, executor: Any = None,
+              threads: int | None = None, executor: str = "auto",
               progress: Callable[[str, int, int], None] | None = None,
-              embedder: Any = None) -> dict[str, Any]:
+              embedder: Any = None, workers: int | None = None) -> dict[str, Any]:
     """Evaluate the run's inputs ``times`` more times with no ledger reuse; compare.
+    ``executor`` (and ``workers``): as ``amber evaluate --executor``, a fresh one per
+    rerun (auto, sequential, threads or processes).
 
     Example: ``rerun_run("runs/smol", 3)["verdicts"]`` (empty for a deterministic judge)
     """
     from ambereval.engine.protocols.dailyreport_math import parse_rules
     from ambereval.engine.runs.evaluate import evaluate_bundles
+    from ambereval.engine.runs.executors import make_executor
     from ambereval.models import Embedder
 
     run = Path(run_dir)
@@ -94,10 +97,13 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
         out = run / "reruns" / str(i)
         judges = invocation.open_judges(out / "ledger.sqlite", "record",
                                         concurrency=concurrency, threads=threads)
+        width = min((j.limit.maximum for _, j in judges), default=1)
         try:
+            runner = make_executor(executor, width, workers=workers, threads=threads) \
+                if executor == "processes" else make_executor(executor, width)
             evaluate_bundles(invocation.bundles, invocation.tasks, invocation.protocols,
                              judges, out, embedder, progress, invocation.clip_chars,
-                             parse_rules(invocation.rules or None), executor,
+                             parse_rules(invocation.rules or None), runner,
                              invocation=invocation)
         finally:
             for _, judge in judges:
