@@ -5,6 +5,7 @@ replaced without asking again what it had answered, and the CLI takes --workers.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -88,6 +89,17 @@ def test_workers_that_keep_dying_stop_the_run(tmp_path: Path, embedder: Embedder
         assert not server.seen
     assert not (tmp_path / "procs" / "reports").exists() or \
         not list((tmp_path / "procs" / "reports").iterdir())
+
+
+def test_fewer_reports_than_workers_get_more_threads_each(tmp_path: Path,
+                                                         embedder: Embedder) -> None:
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    with FakeJudgeServer() as server:
+        result = run(ProcessExecutor(workers=8), bundles, tasks, tmp_path / "run", server.url,
+                     embedder)
+    assert result["stats"]["executor"]["threads_per_worker"] == max(1, (os.cpu_count() or 1)
+                                                                    // 2)
+    assert ProcessExecutor(workers=8, threads=3).threads == 3  # as given, whatever the run
 
 
 def test_errors_keep_their_hint_across_processes() -> None:
@@ -175,3 +187,21 @@ def test_a_judge_that_goes_down_stops_the_workers_and_resume_finishes(tmp_path: 
     assert len(answered) == 3 and not set(answered) & set(asked_again)
     assert set(answered) | set(asked_again) == set(clean)
     assert run_contents(tmp_path / "cut") == run_contents(tmp_path / "clean")
+
+
+def test_many_reports_on_many_cores_one_at_a_time_get_a_note(
+        tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from ambereval.engine.runs import evaluate
+
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    with FakeJudgeServer() as server:
+        monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 32)
+        run(make_executor("sequential"), bundles, tasks, tmp_path / "a", server.url, embedder)
+        notes = [r.message for r in caplog.records if "amber: note:" in r.message]
+        assert notes == ["amber: note: 2 reports, one at a time, on 32 cores: --executor "
+                         "processes evaluates them side by side (same results)"]
+        caplog.clear()
+        monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 2)  # a small machine: quiet
+        run(make_executor("sequential"), bundles, tasks, tmp_path / "b", server.url, embedder)
+    assert not [r for r in caplog.records if "amber: note:" in r.message]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -36,6 +38,8 @@ from ambereval.models import Embedder, Judge, RetrieverSpec
 from ambereval.snapshots import Bundle
 
 PROTOCOLS = ("dailyreport", "dr3", "deepeval")
+MANY_CORES = 8  # from here an in-process judge is worth splitting into worker processes
+_log = logging.getLogger("ambereval.evaluate")
 Progress = Callable[[str, int, int], None]
 
 
@@ -204,6 +208,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     jobs = plan_reports(bundles, tasks_path)
     setup = RunSetup(list(protocols), judges, embedder, max_chars, rules)
     executor = executor or make_executor("auto", setup.width)
+    _suggest_workers(executor, setup, len(jobs))
     if setup.width > 1 and isinstance(embedder, Embedder):
         setup.embedder = SharedEmbedder(embedder)
     writer = RunWriter(out)
@@ -259,6 +264,19 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     writer.stats(stats)
     return {"manifest": {"format": "amber-run/2", **manifest}, "table": table,
             "reports": results, "stats": stats}
+
+
+def _suggest_workers(executor: Any, setup: RunSetup, reports: int) -> None:
+    """One line when an in-process judge will take many reports one at a time on a
+    machine with many cores: worker processes would use them (the result is the same)."""
+    from ambereval.engine.runs.executors import SequentialExecutor
+
+    cores = os.cpu_count() or 1
+    if type(executor) is SequentialExecutor and setup.width == 1 and reports > 1 \
+            and cores >= MANY_CORES:
+        _log.warning("amber: note: %d reports, one at a time, on %d cores: "
+                     "--executor processes evaluates them side by side (same results)",
+                     reports, cores)
 
 
 #: manifest fields a resumed run may differ in (quality measured since is not an input)

@@ -56,7 +56,8 @@ def _start_worker(threads: int, hook: str | None) -> None:
 
 class ProcessExecutor:
     """``workers`` processes of ``threads`` threads each (default: the machine's cores
-    shared out); outcomes are yielded in job order."""
+    shared out among the workers a run can use: never more than its reports); outcomes
+    are yielded in job order."""
 
     def __init__(self, workers: int | None = None, threads: int | None = None,
                  max_retries: int = 3, allow_hosts: tuple[str, ...] = (),
@@ -64,7 +65,8 @@ class ProcessExecutor:
         if workers is not None and workers < 1:
             raise ConfigError(f"--workers must be at least 1 (got {workers})")
         self.workers = workers or default_workers()
-        self.threads = threads or max(1, (os.cpu_count() or 1) // self.workers)
+        self._threads_given = threads
+        self.threads = threads or self._share(self.workers)
         self.max_retries = max_retries
         self.allow_hosts = allow_hosts
         self.setup_hook = setup_hook  # "module.function", run in every worker (tests)
@@ -78,12 +80,18 @@ class ProcessExecutor:
     def judge_stats(self, setup: RunSetup) -> dict[str, dict[str, Any]]:
         return self._stats
 
+    @staticmethod
+    def _share(workers: int) -> int:
+        return max(1, (os.cpu_count() or 1) // workers)
+
     def _pool(self, size: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(size, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_start_worker,
                                    initargs=(self.threads, self.setup_hook))
 
     def run(self, jobs: list[ReportJob], setup: RunSetup, tick: Tick) -> Iterator[Outcome]:
+        if self._threads_given is None:  # fewer reports than workers: more threads each
+            self.threads = self._share(max(1, min(self.workers, len(jobs))))
         worker = worker_setup(setup, self.allow_hosts, threads=self.threads)
         main = main_ledger(setup)
         units = len(setup.judges) * len(setup.protocols)
