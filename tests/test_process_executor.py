@@ -197,11 +197,13 @@ def test_many_reports_on_many_cores_one_at_a_time_get_a_note(
     bundles, tasks = dr3_bundles(tmp_path, systems=2)
     with FakeJudgeServer() as server:
         monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 32)
-        run(make_executor("sequential"), bundles, tasks, tmp_path / "a", server.url, embedder)
+        run(make_executor("auto"), bundles, tasks, tmp_path / "a", server.url, embedder)
         notes = [r.message for r in caplog.records if "amber: note:" in r.message]
         assert notes == ["amber: note: 2 reports, one at a time, on 32 cores: --executor "
                          "processes evaluates them side by side (same results)"]
         caplog.clear()
-        monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 2)  # a small machine: quiet
+        # asked for by name, or a small machine: nothing to say
         run(make_executor("sequential"), bundles, tasks, tmp_path / "b", server.url, embedder)
+        monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 2)
+        run(make_executor("auto"), bundles, tasks, tmp_path / "c", server.url, embedder)
     assert not [r for r in caplog.records if "amber: note:" in r.message]

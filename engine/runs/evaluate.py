@@ -228,7 +228,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     }
     done = finished_reports(out, manifest) if resume else {}
     if resume:  # answers of workers a crash stopped mid-report (Ray, processes)
-        merge_leftover_shards(next((j.ledger for _, j in judges if j.ledger), None))
+        merge_leftover_shards(next((j.ledger for _, j in judges
+                                     if j.ledger is not None), None))
     if not resume:
         writer.manifest(manifest)
         if invocation is not None:
@@ -267,12 +268,10 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
 
 
 def _suggest_workers(executor: Any, setup: RunSetup, reports: int) -> None:
-    """One line when an in-process judge will take many reports one at a time on a
-    machine with many cores: worker processes would use them (the result is the same)."""
-    from ambereval.engine.runs.executors import SequentialExecutor
-
+    """One line when ``auto`` left an in-process judge to take many reports one at a time
+    on a machine with many cores: worker processes would use them (same result)."""
     cores = os.cpu_count() or 1
-    if type(executor) is SequentialExecutor and setup.width == 1 and reports > 1 \
+    if getattr(executor, "picked_for_you", False) and setup.width == 1 and reports > 1 \
             and cores >= MANY_CORES:
         _log.warning("amber: note: %d reports, one at a time, on %d cores: "
                      "--executor processes evaluates them side by side (same results)",

@@ -57,6 +57,8 @@ def _timed(job: ReportJob, setup: RunSetup, tick: Tick) -> Outcome:
 class SequentialExecutor:
     """Every report in turn, on the calling thread."""
 
+    picked_for_you = False  # True when ``auto`` chose it
+
     def run(self, jobs: list[ReportJob], setup: RunSetup, tick: Tick) -> Iterator[Outcome]:
         for job in jobs:
             yield _timed(job, setup, tick)
@@ -100,7 +102,11 @@ def make_executor(name: str, width: int = 1, ray_address: str | None = None,
     ``threads``, ``processes`` (``workers`` processes of ``threads`` threads) or ``ray``.
     ``options`` go to the process or Ray executor (``allow_hosts``, ``max_retries``)."""
     if name == "auto":
-        return ThreadExecutor(width) if width > 1 else SequentialExecutor()
+        if width > 1:
+            return ThreadExecutor(width)
+        chosen = SequentialExecutor()
+        chosen.picked_for_you = True  # evaluate says when worker processes would do better
+        return chosen
     if name == "sequential":
         return SequentialExecutor()
     if name == "threads":
