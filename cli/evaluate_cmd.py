@@ -107,7 +107,9 @@ def evaluate_cmd(
                  "--executor, --workers, --ray-address and --json may change", exit_code=2)
     elif not bundles or task is None or out is None:
         fail("give BUNDLES..., --task and --out (or --resume RUN_DIR)", exit_code=2)
-    with handled():
+    run_dir = resume if resume is not None else out
+    with handled(f"the judge's answers so far are in {run_dir}/ledger.sqlite; "
+                 f"`amber evaluate --resume {run_dir}` goes on from there"):
         if resume is not None:
             invocation = read_invocation(resume)
             out, ledger_mode = resume, "reuse"

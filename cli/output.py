@@ -54,14 +54,15 @@ def fail(message: str, hint: str | None = None, exit_code: int = 1) -> NoReturn:
 
 
 @contextmanager
-def handled() -> Iterator[None]:
-    """Turn library errors into one line on stderr and a stable exit code."""
+def handled(interrupted: str = "what was captured so far is kept") -> Iterator[None]:
+    """Turn library errors into one line on stderr and a stable exit code; Ctrl-C says
+    ``interrupted`` (what is kept, how to go on) and exits 130."""
     try:
         yield
     except AmberError as err:
         fail(str(err), err.hint, err.exit_code)
     except KeyboardInterrupt:
-        sys.stderr.write("amber: interrupted; what was captured so far is kept\n")
+        sys.stderr.write(f"amber: interrupted; {interrupted}\n")
         raise typer.Exit(130) from None
     except OSError as err:
         fail(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))

@@ -207,3 +207,49 @@ def test_many_reports_on_many_cores_one_at_a_time_get_a_note(
         monkeypatch.setattr(evaluate.os, "cpu_count", lambda: 2)
         run(make_executor("auto"), bundles, tasks, tmp_path / "c", server.url, embedder)
     assert not [r for r in caplog.records if "amber: note:" in r.message]
+
+
+def test_ctrl_c_stops_the_workers_and_keeps_their_answers(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) while workers wait on
+    a held judge: exit 130 with one line saying how to go on, no worker left running, no
+    shard left behind, every answer in the run's ledger; --resume finishes the run."""
+    import signal
+    import time
+
+    from conftest import run_amber
+
+    bundles, tasks = dr3_bundles(tmp_path, systems=3)
+    with FakeJudgeServer() as server:
+        args = ["evaluate", *map(str, bundles), "--task", str(tasks), "--protocol", "dr3",
+                "--judge-url", server.url, "--judge-name", "fake"]
+        assert run_amber(*args, "--out", str(tmp_path / "clean")).returncode == 0
+        clean = Counter(server.seen)
+        server.pushback_after = server.served + 4  # four answers, then 503 until released
+        run_dir = tmp_path / "run"
+        env = {**os.environ, "AMBER_ALLOW_PRIVATE_ADDRESSES": "1"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ambereval.cli", *args, "--out", str(run_dir),
+             "--executor", "processes", "--workers", "2", "--threads", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            start_new_session=True)
+        deadline = time.monotonic() + 120
+        while server.refused == 0 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.refused > 0, "the run never reached the held point"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130
+        assert err.splitlines()[-1] == (
+            f"amber: interrupted; the judge's answers so far are in {run_dir}/ledger.sqlite; "
+            f"`amber evaluate --resume {run_dir}` goes on from there")
+        assert "Traceback" not in err
+        assert not list((run_dir / ".ledger-shards").glob("*"))
+        assert len(ledger_rows(run_dir / "ledger.sqlite")) == 4
+        answered = Counter(server.seen) - clean
+        server.pushback_after = None
+        done = run_amber("evaluate", "--resume", str(run_dir), "--executor", "processes",
+                         "--workers", "2", "--threads", "1")
+        assert done.returncode == 0, done.stderr
+        asked_again = Counter(server.seen) - clean - answered
+    assert not set(answered) & set(asked_again)
+    assert run_contents(run_dir) == run_contents(tmp_path / "clean")
