@@ -98,6 +98,10 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
         yield update
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def run_summary(stats: dict[str, Any]) -> None:
     """The end-of-run account: judge calls, ledger hits, tokens, retries, throttles,
     errors, wall time and where the work ran."""
@@ -105,8 +109,9 @@ def run_summary(stats: dict[str, Any]) -> None:
     ex = stats.get("executor", {})
     where = ex.get("name", "?") + (
         f" x{ex['reports_at_once']}" if "reports_at_once" in ex
-        else f" ({ex['nodes']} nodes)" if "nodes" in ex
-        else f" ({ex['workers']} workers x {ex['threads_per_worker']} threads"
+        else f" ({_count(ex['nodes'], 'node')})" if "nodes" in ex
+        else f" ({_count(ex['workers'], 'worker')} x "
+             f"{_count(ex['threads_per_worker'], 'thread')}"
              + (f", {ex['restarts']} restarted" if ex.get("restarts") else "") + ")"
         if "workers" in ex else "")
     n = stats.get("reports", 0)
