@@ -14,8 +14,9 @@ with ``--bias true=X,false=Y``.
 The yes/no variants ask DR3 FA's support check (``fa-*``) and DeepEval citation
 accuracy's (``e3-*``) and are scored binary (supported vs not): ``fa-gen``/``e3-gen``
 the protocols' prompts as asked, generated; ``fa-lp``/``e3-lp`` the same prompts decided
-by the ``true``/``false`` log-probabilities after ``{"supported":`` (uncalibrated; the
-share of pairs on which each decides as its ``-gen`` twin is printed);
+by the ``true``/``false`` log-probabilities after ``{"supported":`` (plain argmax, with the
+share of pairs on which it decides as its ``-gen`` twin, and calibrated: a ``true``
+offset fitted as for verification, ``false`` at 0);
 ``fa-shared-rule-gen``/``e3-shared-gen`` a layout that would let both protocols share a
 page as a prompt prefix (one system line, the passages, then each protocol's rule), and
 ``fa-shared-gen`` that layout with FA's own words as the rule. Neither was taken: README,
@@ -149,12 +150,14 @@ def score(rows: dict[str, list[tuple[str, dict[str, float] | str]]],
     return out
 
 
-def fit_bias(rows: dict[str, list[tuple[str, Any]]]) -> dict[str, float]:
+def fit_bias(rows: dict[str, list[tuple[str, Any]]], binary: bool = False
+             ) -> dict[str, float]:
     grid = [x / 4 for x in range(-24, 25)]
     best, best_value = {"true": 0.0, "false": 0.0}, -9.0
-    for t, f in itertools.product(grid, grid):
+    # yes/no: only the difference of the two offsets matters; keep false at 0
+    for t, f in itertools.product(grid, [0.0] if binary else grid):
         bias = {"true": t, "false": f}
-        m = score(rows, bias)
+        m = score(rows, bias, binary)
         value = sum(v["balanced_accuracy"] + v["kappa"] for v in m.values()) / (2 * len(m))
         if value > best_value + 1e-9:
             best, best_value = bias, value
@@ -189,10 +192,12 @@ def main() -> None:
             for variant in variants:
                 start = time.perf_counter()
                 msgs = messages(variant, pair.claim, pair.evidence)
-                if yes_no(variant):
-                    schema = boolean_logprob_schema("supported") if variant.endswith("-lp") \
-                        else YES_NO_SCHEMA
-                    ans = "true" if judge.ask(msgs, schema, 24).obj["supported"] else "false"
+                if yes_no(variant) and variant.endswith("-lp"):  # kept for calibration
+                    ans = judge.ask(msgs, boolean_logprob_schema("supported"), 24
+                                    ).obj["logprobs"]
+                elif yes_no(variant):
+                    ans = "true" if judge.ask(msgs, YES_NO_SCHEMA, 24).obj["supported"] \
+                        else "false"
                 elif variant.endswith("-gen"):
                     ans = judge.ask(msgs, OLD_SCHEMA, 160).obj["answer"]
                 else:
@@ -204,18 +209,18 @@ def main() -> None:
                                   "seconds": round(seconds[variant], 1)}
         twin = variant[:-3] + "-gen"
         if yes_no(variant) and variant.endswith("-lp") and twin in rows:
-            same = [a == b for s in SETS for (_, a), (_, b)
+            same = [decide(a) == b for s in SETS for (_, a), (_, b)
                     in zip(rows[variant][s], rows[twin][s], strict=True)]
             result["same_as_generated"] = [sum(same), len(same)]
             print(f"{name[:14]} {args.half} {variant:16} decides as {twin} on "
                   f"{sum(same)}/{len(same)} pairs", flush=True)
-        if variant.endswith("-lp") and not yes_no(variant):
+        if variant.endswith("-lp"):
             if args.bias:
                 bias = {k: float(v) for k, v in (x.split("=") for x in args.bias.split(","))}
             else:
-                bias = fit_bias(rows[variant])
+                bias = fit_bias(rows[variant], yes_no(variant))
             result["bias"] = bias
-            result["calibrated"] = score(rows[variant], bias)
+            result["calibrated"] = score(rows[variant], bias, yes_no(variant))
         report["variants"][variant] = result
         for kind in ("plain", "calibrated"):
             if kind not in result:
