@@ -15,7 +15,8 @@ A yes/no field (:func:`boolean_logprob_schema`) is scored the same way with the 
 literals `` true`` and `` false`` after ``{"field":``, answering
 ``{"<field>": true|false, "logprobs": {"true": .., "false": ..}}``. Measured on the
 protocols' support checks, its plain argmax agrees with greedy decoding on too few pairs
-to replace it (scripts/bench_judge_prompts.py), so no protocol uses it.
+to replace it, and with a calibration offset fitted on dev it lowered DR3 FA's agreement
+on the held-out halves (scripts/bench_judge_prompts.py; README), so no protocol uses it.
 
 The recorded answer carries the log-probabilities (rounded to 6 decimals), so a replay
 from the ledger re-applies any decision rule bit-identically without the model.
