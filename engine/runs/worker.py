@@ -46,6 +46,9 @@ def worker_setup(setup: RunSetup, allow_hosts: tuple[str, ...] = (),
                  threads: int | None = None) -> WorkerSetup:
     """The recipes of ``setup`` for a worker; ``threads``: llama.cpp threads of each
     in-process judge there (default: as the driver's judge was opened)."""
+    if setup.context_factory is not None:  # e.g. replay's recorded contexts stay here
+        raise ConfigError("this run builds its report contexts in this process; it cannot "
+                          "be spread over worker processes")
     recipes = []
     for name, judge in setup.judges:
         if judge.recipe is None:
