@@ -112,9 +112,19 @@ class RunSetup:
     context_factory: Callable[..., Any] | None = None
 
     @property
+    def ledger(self) -> Any:
+        """The run's ledger (the judges share one), or None."""
+        return run_ledger(self.judges)
+
+    @property
     def width(self) -> int:
         """Requests the judges can take at once: 1 when any judge runs in-process."""
         return min((j.limit.maximum for _, j in self.judges), default=1)
+
+
+def run_ledger(judges: list[tuple[str, Judge]]) -> Any:
+    """The ledger the run's judges write to (the first one found), or None."""
+    return next((j.ledger for _, j in judges if j.ledger is not None), None)
 
 
 def plan_reports(bundles: list[str | Path], tasks_path: str | Path) -> list[ReportJob]:
@@ -228,8 +238,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     }
     done = finished_reports(out, manifest) if resume else {}
     if resume:  # answers of workers a crash stopped mid-report (Ray, processes)
-        merge_leftover_shards(next((j.ledger for _, j in judges
-                                     if j.ledger is not None), None))
+        merge_leftover_shards(run_ledger(judges))
     if not resume:
         writer.manifest(manifest)
         if invocation is not None:

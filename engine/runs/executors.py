@@ -57,7 +57,10 @@ def _timed(job: ReportJob, setup: RunSetup, tick: Tick) -> Outcome:
 class SequentialExecutor:
     """Every report in turn, on the calling thread."""
 
-    picked_for_you = False  # True when ``auto`` chose it
+    picked_for_you = False  # True when ``auto`` chose it (evaluate may suggest workers)
+
+    def __init__(self, picked_for_you: bool = False) -> None:
+        self.picked_for_you = picked_for_you
 
     def run(self, jobs: list[ReportJob], setup: RunSetup, tick: Tick) -> Iterator[Outcome]:
         for job in jobs:
@@ -104,9 +107,7 @@ def make_executor(name: str, width: int = 1, ray_address: str | None = None,
     if name == "auto":
         if width > 1:
             return ThreadExecutor(width)
-        chosen = SequentialExecutor()
-        chosen.picked_for_you = True  # evaluate says when worker processes would do better
-        return chosen
+        return SequentialExecutor(picked_for_you=True)
     if name == "sequential":
         return SequentialExecutor()
     if name == "threads":

@@ -30,7 +30,6 @@ from ambereval.engine.runs.run_dir import merge_leftover_shards
 from ambereval.engine.runs.worker import (
     add_stats,
     evaluate_on_worker,
-    main_ledger,
     take_result,
     worker_setup,
 )
@@ -93,7 +92,7 @@ class ProcessExecutor:
         if self._threads_given is None:  # fewer reports than workers: more threads each
             self.threads = self._share(max(1, min(self.workers, len(jobs))))
         worker = worker_setup(setup, self.allow_hosts, threads=self.threads)
-        main = main_ledger(setup)
+        main = setup.ledger
         units = len(setup.judges) * len(setup.protocols)
         results: dict[int, dict[str, Any]] = {}
         pending: dict[Future[dict[str, Any]], int] = {}

@@ -24,7 +24,6 @@ from ambereval.engine.runs.executors import Outcome, Tick
 from ambereval.engine.runs.worker import (
     add_stats,
     evaluate_on_worker,
-    main_ledger,
     take_result,
     worker_setup,
 )
@@ -68,7 +67,7 @@ class RayExecutor:
 
     def run(self, jobs: list[ReportJob], setup: RunSetup, tick: Tick) -> Iterator[Outcome]:
         worker = worker_setup(setup, self.allow_hosts)
-        main = main_ledger(setup)
+        main = setup.ledger
         self._connect()
         remote = ray.remote(num_cpus=self.num_cpus, max_retries=self.max_retries,
                             retry_exceptions=False)(evaluate_on_worker)

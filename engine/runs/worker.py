@@ -60,10 +60,9 @@ def worker_setup(setup: RunSetup, allow_hosts: tuple[str, ...] = (),
         if threads is not None and not recipe.get("url"):
             recipe["threads"] = threads
         recipes.append((name, recipe))
-    ledgers = {id(j.ledger): j.ledger for _, j in setup.judges if j.ledger is not None}
-    if len(ledgers) > 1:
+    if len({id(j.ledger) for _, j in setup.judges if j.ledger is not None}) > 1:
         raise ConfigError("every judge of a run spread over workers must share one ledger")
-    ledger = next(iter(ledgers.values()), None)
+    ledger = setup.ledger
     path = Path(ledger.path).resolve() if ledger is not None else None
     embedder = getattr(setup.embedder, "model_dir", None)
     return WorkerSetup(
@@ -142,10 +141,6 @@ def add_stats(total: dict[str, dict[str, Any]], stats: dict[str, dict[str, Any]]
                 mine[key] = round(mine.get(key, 0) + value, 3)
 
 
-def main_ledger(setup: RunSetup) -> Ledger | None:
-    """The run's ledger on the driver (the one shards are merged into)."""
-    return next((j.ledger for _, j in setup.judges if j.ledger is not None), None)
 
-
-__all__ = ["SHARDS", "WorkerSetup", "add_stats", "evaluate_on_worker", "main_ledger",
-           "take_result", "worker_setup"]
+__all__ = ["SHARDS", "WorkerSetup", "add_stats", "evaluate_on_worker", "take_result",
+           "worker_setup"]
