@@ -1,21 +1,28 @@
-"""Dense retrieval with FAISS: exact below a size threshold, HNSW above it.
+"""Dense retrieval with FAISS: exact below a size threshold, approximate above it.
 
 - Up to ``IndexSpec.ann_threshold`` chunks (20,000 by default) the index is exact
   (``IndexFlatIP`` over normalised vectors, cosine = inner product).
-- Above it, a graph index (``IndexHNSWFlat``, inner product): ``M`` links a node,
-  ``ef_construction`` candidates while building, ``ef_search`` candidates per query. The
-  vectors are stored uncompressed, so every returned score is exact; only the
-  neighbourhood search is approximate. The graph is built on ONE OpenMP thread (FAISS
-  inserts nodes in parallel otherwise, and the result then depends on thread timing), in
-  chunk-id order, with FAISS's fixed level seed: the same chunks and the same embedder
-  give the same index bytes. ``ef_search`` trades recall against speed; the default
-  grows with the corpus (scripts/bench_retrieval.py measures the trade-off and the
-  README reports it).
+- Above it, up to ``IndexSpec.scan_limit`` chunks (2,000,000): a compressed scan with
+  exact re-ranking (``IndexRefineFlat`` over an 8-bit ``IndexScalarQuantizer``, FAISS's
+  "SQ8,RFlat"). Every vector is scored from its 8-bit code (a quarter of the bytes an
+  exact scan reads), the best ``k_factor`` x k candidates are re-scored from the stored
+  float vectors, and those exact scores are what a search returns. Recall does not
+  depend on how the corpus is shaped (no graph or clusters to miss a neighbour in), the
+  build is a per-dimension min/max and an encoding pass (seconds at 1M, any thread
+  count, same bytes), and the time grows linearly with the corpus.
+- Above ``scan_limit``, and for runs that recorded it, a graph index (``IndexHNSWFlat``,
+  inner product): ``M`` links a node, ``ef_construction`` candidates while building,
+  ``ef_search`` candidates per query. Vectors are stored uncompressed, so scores are
+  exact; only the neighbourhood search is approximate. The graph is built on ONE OpenMP
+  thread (FAISS inserts nodes in parallel otherwise, and the result then depends on
+  thread timing), in chunk-id order, with FAISS's fixed level seed: the same chunks and
+  the same embedder give the same index bytes. ``ef_search`` grows with the corpus.
 - Indexes recorded by older runs as ``IndexIVFFlat`` (nlist k-means cells on a seeded
   sample, nprobe cells scanned per query) are still rebuilt exactly for a replay.
 - A search limited to some captures (``captures=``) is always exact: the allowed vectors
   are scored directly, so an approximate index never loses a page's own passages.
 
+scripts/bench_retrieval.py measures every trade-off above; the README reports it.
 Chunks are added in chunk-id order and results are sorted by (-score rounded to 1e-6,
 chunk_id), so ties are broken by chunk id whatever the index type. The index persists
 beside a manifest (embedder id and hash, chunking parameters, chunk count and digest,
@@ -71,15 +78,17 @@ class Hit:
     rank: int
 
 
-APPROXIMATE_TYPES = ("IndexHNSWFlat", "IndexIVFFlat")
+APPROXIMATE_TYPES = ("IndexRefineFlat", "IndexHNSWFlat", "IndexIVFFlat")
 
 
 @dataclass(frozen=True)
 class IndexSpec:
     """How the dense index is built; every field is recorded in the manifest.
 
-    ``approximate`` is the index type above ``ann_threshold``: ``IndexHNSWFlat`` (the
-    default) or ``IndexIVFFlat`` (what runs before HNSW recorded; kept for replays).
+    ``approximate`` is the index type above ``ann_threshold``: ``IndexRefineFlat`` (the
+    default: an 8-bit scan, the best ``k_factor`` x k re-scored exactly; above
+    ``scan_limit`` chunks HNSW takes over), ``IndexHNSWFlat`` (at every size above the
+    threshold) or ``IndexIVFFlat`` (what runs before HNSW recorded; kept for replays).
     HNSW: ``ef_search`` 0 means "derived from the chunk count" (:func:`auto_ef_search`).
     IVF: ``nlist``/``nprobe`` of 0 mean derived: nlist = the power of two nearest to
     4·sqrt(n) (at least 64), nprobe = nlist / 8 between 32 and 256.
@@ -87,7 +96,9 @@ class IndexSpec:
     """
 
     ann_threshold: int = 20_000
-    approximate: str = "IndexHNSWFlat"
+    approximate: str = "IndexRefineFlat"
+    scan_limit: int = 2_000_000
+    k_factor: int = 10
     hnsw_m: int = 32
     ef_construction: int = 40
     ef_search: int = 0
@@ -105,7 +116,11 @@ class IndexSpec:
         if count <= self.ann_threshold:
             return {"type": "IndexFlatIP", "metric": "inner_product",
                     "ann_threshold": self.ann_threshold}
-        if self.approximate == "IndexHNSWFlat":
+        if self.approximate == "IndexRefineFlat" and count <= self.scan_limit:
+            return {"type": "IndexRefineFlat", "metric": "inner_product",
+                    "ann_threshold": self.ann_threshold, "scan_limit": self.scan_limit,
+                    "base": "SQ8", "k_factor": self.k_factor}
+        if self.approximate in ("IndexRefineFlat", "IndexHNSWFlat"):
             return {"type": "IndexHNSWFlat", "metric": "inner_product",
                     "ann_threshold": self.ann_threshold, "M": self.hnsw_m,
                     "ef_construction": self.ef_construction,
@@ -122,7 +137,10 @@ class IndexSpec:
         """The parameters that do not depend on the corpus (for a run manifest)."""
         out: dict[str, Any] = {"ann_threshold": self.ann_threshold,
                                "approximate": self.approximate}
-        if self.approximate == "IndexHNSWFlat":
+        if self.approximate == "IndexRefineFlat":
+            out.update({"base": "SQ8", "k_factor": self.k_factor,
+                        "scan_limit": self.scan_limit})
+        if self.approximate in ("IndexRefineFlat", "IndexHNSWFlat"):
             out.update({"M": self.hnsw_m, "ef_construction": self.ef_construction,
                         "ef_search": self.ef_search or "auto"})
         else:
@@ -135,8 +153,14 @@ class IndexSpec:
         """The spec that rebuilds an index recorded by :meth:`VectorIndex.identity`."""
         params = identity.get("params", identity)
         threshold = int(params.get("ann_threshold", cls.ann_threshold))
+        if params.get("type") == "IndexRefineFlat":
+            if params.get("base", "SQ8") != "SQ8":
+                raise ValueError(f"unknown re-ranked base index {params['base']!r}")
+            return cls(ann_threshold=threshold, scan_limit=int(params["scan_limit"]),
+                       k_factor=int(params["k_factor"]))
         if params.get("type") == "IndexHNSWFlat":
-            return cls(ann_threshold=threshold, hnsw_m=int(params["M"]),
+            return cls(ann_threshold=threshold, approximate="IndexHNSWFlat",
+                       hnsw_m=int(params["M"]),
                        ef_construction=int(params["ef_construction"]),
                        ef_search=int(params["ef_search"]))
         if params.get("type") == "IndexIVFFlat":
@@ -160,6 +184,12 @@ def _build_faiss(vectors: np.ndarray, dim: int, params: dict[str, Any]) -> Any:
         index = faiss.IndexFlatIP(dim)
         if len(vectors):
             index.add(vectors)
+        return index
+    if params["type"] == "IndexRefineFlat":
+        index = faiss.index_factory(dim, "SQ8,RFlat", faiss.METRIC_INNER_PRODUCT)
+        index.train(vectors)  # per-dimension min/max over every vector: no sampling
+        index.add(vectors)
+        index.k_factor = float(params["k_factor"])
         return index
     if params["type"] == "IndexHNSWFlat":
         index = faiss.IndexHNSWFlat(dim, int(params["M"]), faiss.METRIC_INNER_PRODUCT)
@@ -208,6 +238,8 @@ class VectorIndex:
             self.index.make_direct_map()  # reconstruct() for exact filtered searches
         elif self.params["type"] == "IndexHNSWFlat":
             self.index.hnsw.efSearch = int(self.params["ef_search"])
+        elif self.params["type"] == "IndexRefineFlat":
+            self.index.k_factor = float(self.params["k_factor"])
         self._by_capture: dict[str, list[int]] = {}
         for pos, chunk in enumerate(self.chunks):
             self._by_capture.setdefault(chunk.capture_id, []).append(pos)

@@ -3,11 +3,13 @@
 1. embedding throughput (passages/s) of the default embedder on real passages (the WiCE
    embeddings themselves are cached outside the repo, ~/.cache/amber/bench);
 2. FAISS search latency p50/p95, exact (IndexFlatIP) vs the approximate index Amber
-   builds above its threshold (IndexHNSWFlat; ``--ivf`` adds the IVF index earlier runs
-   used), side by side on the same queries, one query at a time on one thread, with the
-   approximate index's recall@5 against exact search and its build time. HNSW is built
-   once per case and searched at several efSearch values (``--ef-search``; Amber's
-   default for that size is marked). Cases (``--data``):
+   builds above its threshold (up to 2,000,000 chunks an 8-bit scan re-ranked exactly,
+   IndexRefineFlat over SQ8; ``--hnsw`` adds the HNSW graph used above that and by
+   earlier runs, ``--ivf`` the IVF index older runs used), side by side on the same
+   queries, one query at a time on one thread, with each index's recall@5 against exact
+   search and its build time. Each index is built once per case and searched at several
+   settings of its search-time knob (``--k-factor`` for the scan, ``--ef-search`` for
+   HNSW; Amber's default for that size is marked). Cases (``--data``):
    - real: the MiniLM embeddings of WiCE's 16,868 sentences, WiCE claims as queries;
    - perturbed: those embeddings, then copies of them plus noise shaped like their own
      spread (``--sigma`` times it) up to each size -- corpus-like: many near-paraphrases
@@ -23,7 +25,8 @@
    Reports recall@5 and MRR.
 
     .venv/bin/python scripts/bench_retrieval.py [--sizes 100000,1000000]
-        [--data real,perturbed,gaussian] [--ivf] [--skip-scale] [--skip-quality]
+        [--data real,perturbed,gaussian] [--hnsw] [--ivf] [--skip-scale]
+        [--skip-quality]
 """
 
 from __future__ import annotations
@@ -167,11 +170,28 @@ def recall_at(found: list, truth: list) -> float:
                            for a, e in zip(found, truth, strict=True) if e)
 
 
-def compare(data: np.ndarray, queries: np.ndarray, label: str, sweep: list[int],
-            ivf: bool, log: Path | None, hnsw: IndexSpec) -> None:
-    """Exact vs the approximate index ``hnsw`` builds at this size, same queries, one run;
-    HNSW is built once and searched at every ``ef_search`` of ``sweep`` (a search-time
-    setting: the graph does not change)."""
+def knob_of(params: dict) -> tuple[str, str, int]:
+    """(display name, search-time knob, Amber's setting) of a resolved index."""
+    if params["type"] == "IndexRefineFlat":
+        return f"{params['base']} scan, exact re-rank", "k_factor", params["k_factor"]
+    if params["type"] == "IndexHNSWFlat":
+        return (f"HNSW M {params['M']} efConstruction {params['ef_construction']}",
+                "efSearch", params["ef_search"])
+    return f"IVF nlist {params['nlist']}", "nprobe", params["nprobe"]
+
+
+def turn(index: VectorIndex, knob: str, setting: int) -> None:
+    if knob == "k_factor":
+        index.index.k_factor = float(setting)
+    elif knob == "efSearch":
+        index.index.hnsw.efSearch = setting
+
+
+def compare(data: np.ndarray, queries: np.ndarray, label: str, specs: list[IndexSpec],
+            sweeps: dict[str, list[int]], log: Path | None) -> None:
+    """Exact vs the approximate index each of ``specs`` builds at this size, same queries,
+    one run; each index is built once and searched at every setting of ``sweeps`` for its
+    knob (search-time settings: the index does not change)."""
     size, dim = data.shape
     chunks = [Chunk(f"c:{i:07d}", f"cap-{i % 500}", 0, 1, "", "") for i in range(size)]
     exact = VectorIndex(chunks, data, {"dim": dim, "index": IndexSpec().resolve(0)})
@@ -180,33 +200,24 @@ def compare(data: np.ndarray, queries: np.ndarray, label: str, sweep: list[int],
     print(f"{size:>9,} chunks ({label}): exact IndexFlatIP p50 "
           f"{statistics.median(lat_e):6.2f} ms, p95 {p(lat_e, 0.95):6.2f} ms "
           f"(CPU p50 {statistics.median(cpu_e):6.2f}, p95 {p(cpu_e, 0.95):6.2f})", flush=True)
-    specs = [hnsw] + \
-        ([IndexSpec(ann_threshold=0, approximate="IndexIVFFlat")] if ivf else [])
     for spec in specs:
         params = spec.resolve(size)
         t, cpu = time.perf_counter(), time.process_time()
         approx = VectorIndex(chunks, data, {"dim": dim, "index": params})
         built, built_cpu = time.perf_counter() - t, time.process_time() - cpu
-        if params["type"] == "IndexHNSWFlat":
-            settings = sorted(set(sweep) | {params["ef_search"]})
-            name = f"HNSW M {params['M']} efConstruction {params['ef_construction']}"
-        else:
-            settings = [params["nprobe"]]
-            name = f"IVF nlist {params['nlist']}"
-        print(f"{'':>11}{name}: built in {built:.0f} s ({built_cpu:.0f} s CPU)", flush=True)
+        name, knob, default = knob_of(params)
+        settings = sorted(set(sweeps.get(knob, [])) | {default})
+        print(f"{'':>11}{name}: built in {built:.1f} s ({built_cpu:.1f} s CPU)", flush=True)
         for setting in settings:
-            if params["type"] == "IndexHNSWFlat":
-                approx.index.hnsw.efSearch = setting
-                knob, default = "efSearch", params["ef_search"]
-            else:
-                knob, default = "nprobe", params["nprobe"]
+            turn(approx, knob, setting)
             lat_a, cpu_a, found_a = latencies(approx, queries)
             recall = recall_at(found_a, found_e)
             mark = "  <- default" if setting == default else ""
             print(f"{'':>13}{knob} {setting:>4}: p50 {statistics.median(lat_a):5.2f} ms, "
                   f"p95 {p(lat_a, 0.95):5.2f} ms (CPU p50 {statistics.median(cpu_a):5.2f}, "
-                  f"p95 {p(cpu_a, 0.95):5.2f}), recall@5 vs exact {recall:.4f}{mark}",
-                  flush=True)
+                  f"p95 {p(cpu_a, 0.95):5.2f}; exact/this CPU p95 "
+                  f"{p(cpu_e, 0.95) / p(cpu_a, 0.95):.1f}x), recall@5 vs exact "
+                  f"{recall:.4f}{mark}", flush=True)
             if log is not None:
                 with log.open("a", encoding="utf-8") as out:
                     out.write(json.dumps({
@@ -233,8 +244,12 @@ def main() -> None:
                         help="scale cases: real (WiCE as is), perturbed, gaussian")
     parser.add_argument("--sigma", type=float, default=SIGMA,
                         help="noise of the perturbed copies (times the real spread)")
+    parser.add_argument("--k-factor", default="2,4",
+                        help="scan re-rank factors measured besides Amber's default")
     parser.add_argument("--ef-search", default="32,64,128,256",
                         help="HNSW efSearch values measured besides Amber's default")
+    parser.add_argument("--hnsw", action="store_true",
+                        help="also measure the HNSW graph (slow to build at 1M)")
     parser.add_argument("--hnsw-m", type=int, default=IndexSpec.hnsw_m,
                         help="HNSW graph degree to build (default: Amber's)")
     parser.add_argument("--ef-construction", type=int, default=IndexSpec.ef_construction,
@@ -263,26 +278,30 @@ def main() -> None:
 
     if not args.skip_scale:
         kinds = args.data.split(",")
-        sweep = [int(v) for v in args.ef_search.split(",") if v]
-        hnsw = IndexSpec(ann_threshold=0, hnsw_m=args.hnsw_m,
-                         ef_construction=args.ef_construction)
+        sweeps = {"efSearch": [int(v) for v in args.ef_search.split(",") if v],
+                   "k_factor": [int(v) for v in args.k_factor.split(",") if v]}
+        specs = [IndexSpec(ann_threshold=0)]
+        if args.hnsw:
+            specs.append(IndexSpec(ann_threshold=0, approximate="IndexHNSWFlat",
+                                   hnsw_m=args.hnsw_m, ef_construction=args.ef_construction))
+        if args.ivf:
+            specs.append(IndexSpec(ann_threshold=0, approximate="IndexIVFFlat"))
         rng = np.random.default_rng(0)
         pick = rng.choice(len(claims), size=min(QUERIES, len(claims)), replace=False)
         if "real" in kinds:
-            compare(vectors, claims[pick], "real WiCE sentences, claims as queries", sweep,
-                    args.ivf, args.log, hnsw)
+            compare(vectors, claims[pick], "real WiCE sentences, claims as queries", specs,
+                    sweeps, args.log)
         for size in (int(s) for s in args.sizes.split(",")):
             if "perturbed" in kinds:
                 perturbed = Perturbed(vectors, args.sigma)
                 label = (f"perturbed real, sigma {args.sigma} (cos to source "
                          f"{perturbed.similarity_to_source():.2f}), claims as queries")
-                compare(perturbed.draw(size), claims[pick], label, sweep, args.ivf, args.log,
-                        hnsw)
+                compare(perturbed.draw(size), claims[pick], label, specs, sweeps, args.log)
             if "gaussian" in kinds:
                 shaped = Shaped(vectors)
                 data = shaped.draw(size)
-                compare(data, shaped.draw(QUERIES), "fitted Gaussian", sweep, args.ivf,
-                        args.log, hnsw)
+                compare(data, shaped.draw(QUERIES), "fitted Gaussian", specs, sweeps,
+                        args.log)
                 del data
     if args.skip_quality:
         return
