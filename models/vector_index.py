@@ -110,6 +110,8 @@ class IndexSpec:
     def __post_init__(self) -> None:
         if self.approximate not in APPROXIMATE_TYPES:
             raise ValueError(f"unknown approximate index type {self.approximate!r}")
+        if self.k_factor < 1:
+            raise ValueError(f"k_factor must be at least 1, not {self.k_factor}")
 
     def resolve(self, count: int) -> dict[str, Any]:
         """The concrete index type and parameters for ``count`` chunks."""

@@ -109,6 +109,8 @@ def test_spec_is_exact_below_the_threshold_a_scan_above_and_hnsw_past_the_scan_l
                                      "M": 32, "ef_construction": 40, "ef_search": "auto"}
     with pytest.raises(ValueError, match="IndexLSH"):
         IndexSpec(approximate="IndexLSH")
+    with pytest.raises(ValueError, match="k_factor"):
+        IndexSpec(k_factor=0)
     with pytest.raises(ValueError, match="PQ4"):
         IndexSpec.from_identity({"params": {**scan, "base": "PQ4"}})
 
