@@ -169,6 +169,8 @@ class IndexSpec:
             return cls(ann_threshold=threshold, approximate="IndexIVFFlat",
                        nlist=int(params["nlist"]), nprobe=int(params["nprobe"]),
                        seed=int(params.get("seed", 0)))
+        if params.get("type") not in (None, "IndexFlatIP"):
+            raise ValueError(f"unknown index type {params['type']!r}")
         return cls(ann_threshold=threshold)
 
 

@@ -208,3 +208,21 @@ def test_real_judge_dailyreport_run_replays_identical(tmp_path: Path,
         result = CliRunner().invoke(app, ["replay", str(out), "--json"])
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["identical"]
+
+
+def test_recompute_retrieval_refuses_an_index_it_cannot_rebuild(dr_run: Path,
+                                                                 tmp_path: Path) -> None:
+    """A record naming an index type this amber does not know (a newer amber's, or an
+    edited record) is refused in one line, not rebuilt as something else."""
+    copy = _copy(dr_run, tmp_path)
+    path, lines = _record(copy)
+    named = [r for r in lines if (r.get("retriever") or {}).get("dense")]
+    assert named
+    for r in named:
+        r["retriever"]["dense"]["params"]["type"] = "IndexLSH"
+    _write(path, lines)
+    result = CliRunner().invoke(app, ["replay", str(copy), "--recompute-retrieval"])
+    assert result.exit_code == 2, result.output  # bad input, as any unreadable record
+    [line] = result.output.strip().splitlines()
+    assert "cannot rebuild (unknown index type 'IndexLSH')" in line
+    assert "Traceback" not in result.output

@@ -31,13 +31,23 @@ from ambereval.engine.eval_context import VERIFY_SEARCH_STEP, chunks_digest
 from ambereval.engine.evidence import load_page
 from ambereval.engine.runs.evaluate import plan_reports
 from ambereval.engine.runs.replay import check_inputs, load_manifest, read_record
-from ambereval.errors import ModelError
+from ambereval.errors import InputError, ModelError
 from ambereval.models import Chunk, ChunkParams, Embedder, Hit, Retriever, RetrieverSpec
 from ambereval.models.canonical import canonical_json
 from ambereval.snapshots import Bundle
 
 #: largest absolute score difference still counted as agreement (see the module doc)
 SCORE_TOLERANCE = 1e-4
+
+
+def recorded_spec(identity: dict[str, Any]) -> RetrieverSpec:
+    """The retriever a record names, or one line saying this amber cannot rebuild it."""
+    try:
+        return RetrieverSpec.from_identity(identity)
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise InputError(f"the run's retrieval record names a retriever this amber cannot "
+                         f"rebuild ({err})",
+                         hint="recompute it with the amber version that wrote it") from None
 
 
 def compare_hits(recorded: list[dict[str, Any]], found: list[Hit]) -> dict[str, Any] | None:
@@ -93,7 +103,7 @@ def _check_report(bundle: Bundle, fname: str, record_path: Path, embedder: Embed
         key = (capture_id, canonical_json(line["retriever"]))
         if key not in built:
             built[key] = Retriever.build(chunks, embedder, params.as_dict(),
-                                         RetrieverSpec.from_identity(line["retriever"]))
+                                         recorded_spec(line["retriever"]))
         diff = compare_hits(line["hits"], built[key].search(query, k))
         if diff:
             report(where, diff)
@@ -114,7 +124,7 @@ def _check_report(bundle: Bundle, fname: str, record_path: Path, embedder: Embed
                    {"kind": "missing" if lost else "index", "recorded": [], "recomputed": []})
             continue
         index = Retriever.build(chunks, embedder, chunking.as_dict(),
-                                RetrieverSpec.from_identity(line["retriever"]))
+                                recorded_spec(line["retriever"]))
         for s in sorted(searches, key=lambda s: (s["captures"] or [], s["query"], s["k"])):
             checked += 1
             captures = set(s["captures"]) if s["captures"] is not None else None
