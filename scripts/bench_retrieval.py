@@ -16,8 +16,9 @@
      around real sentences; WiCE claims as queries;
    - gaussian: draws from a Gaussian with the mean and covariance of the real embeddings,
      normalised, queries drawn the same way -- no neighbourhood structure at all, the
-     worst case for any approximate index (uniformly random vectors would be worse
-     still, and unlike any text);
+     worst case for a graph or cluster index among shapes an embedder can give;
+   - uniform: directions drawn uniformly on the sphere (an isotropic Gaussian,
+     normalised), queries the same way -- worse still, and unlike any text;
 3. quality and speed of the retrievers on WiCE from ../shared/data: for each claim, rank
    the sentences of its cited page; gold = the sentences annotators marked as evidence.
    Dense (MiniLM + FAISS), BM25 (rank-bm25, the retriever DR3-Eval uses; and bm25s as
@@ -147,6 +148,17 @@ class Perturbed(Shaped):
         return float(np.mean(np.sum(copy * source, axis=1)))
 
 
+def uniform(n: int, dim: int, seed: int) -> np.ndarray:
+    """``n`` directions drawn uniformly on the unit sphere of ``dim`` dimensions."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, dim), dtype=np.float32)
+    for start in range(0, n, 100_000):
+        m = min(100_000, n - start)
+        out[start:start + m] = rng.standard_normal((m, dim), dtype=np.float32)
+    faiss.normalize_L2(out)
+    return out
+
+
 def latencies(index: VectorIndex, queries: np.ndarray, k: int = 5,
               ) -> tuple[list[float], list[float], list]:
     """Per-query wall and CPU milliseconds (this thread's CPU time: what a query costs
@@ -241,7 +253,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--data", default="real,perturbed,gaussian",
-                        help="scale cases: real (WiCE as is), perturbed, gaussian")
+                        help="scale cases: real (WiCE as is), perturbed, gaussian, uniform")
     parser.add_argument("--sigma", type=float, default=SIGMA,
                         help="noise of the perturbed copies (times the real spread)")
     parser.add_argument("--k-factor", default="2,4",
@@ -302,6 +314,11 @@ def main() -> None:
                 data = shaped.draw(size)
                 compare(data, shaped.draw(QUERIES), "fitted Gaussian", specs, sweeps,
                         args.log)
+                del data
+            if "uniform" in kinds:
+                data = uniform(size, vectors.shape[1], seed=0)
+                compare(data, uniform(QUERIES, vectors.shape[1], seed=1), "uniform",
+                        specs, sweeps, args.log)
                 del data
     if args.skip_quality:
         return
