@@ -26,7 +26,7 @@
    Reports recall@5 and MRR.
 
     .venv/bin/python scripts/bench_retrieval.py [--sizes 100000,1000000]
-        [--data real,perturbed,gaussian] [--hnsw] [--ivf] [--skip-scale]
+        [--data real,perturbed,gaussian,uniform] [--hnsw] [--ivf] [--skip-scale]
         [--skip-quality]
 """
 
