@@ -273,3 +273,21 @@ def test_tiny_indexes_stay_exact(n: int) -> None:
                                                            DIM))
     assert index.identity()["type"] == "IndexFlatIP"
     assert len(index.search(vectors(1, seed=9)[0], 3)) == min(n, 3)
+
+
+@pytest.mark.parametrize("n", [21, 30, 50])
+def test_a_scan_over_fewer_chunks_than_it_asks_for_equals_exact_search(n: int) -> None:
+    """Just above the threshold the scan's candidate list (k x k_factor) is longer than
+    the corpus: it then returns exactly what exact search returns, at every k."""
+    data = vectors(n)
+    cs = chunks(n)
+    spec = IndexSpec(ann_threshold=20)
+    index = VectorIndex(cs, data, VectorIndex.manifest_for(cs, TableEncoder(data), {}, DIM,
+                                                           spec))
+    assert index.identity()["type"] == "IndexRefineFlat"
+    exact = exact_of(data)
+    q = vectors(1, seed=5)[0]
+    for k in (1, 5, 20, 100):
+        got = [(h.chunk.chunk_id, round(h.score, 5)) for h in index.search(q, k)]
+        assert got == [(h.chunk.chunk_id, round(h.score, 5)) for h in exact.search(q, k)]
+        assert len(got) == min(k, n)
