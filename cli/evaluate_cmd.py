@@ -87,7 +87,7 @@ def evaluate_cmd(
     from urllib.parse import urlsplit
 
     from ambereval.cli.output import fail
-    from ambereval.engine.runs.evaluate import PROTOCOLS, evaluate_bundles
+    from ambereval.engine.runs.evaluate import PROTOCOLS, evaluate_bundles, judges_width
     from ambereval.engine.runs.executors import make_executor
     from ambereval.engine.runs.invocation import Invocation, judge_specs, read_invocation
     from ambereval.errors import InputError
@@ -137,10 +137,8 @@ def evaluate_cmd(
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
         judges = invocation.open_judges(out / "ledger.sqlite", ledger_mode,
                                         concurrency=judge_concurrency, threads=threads)
-        width = min(j.limit.maximum for _, j in judges)
-        runner = make_executor(executor, width, ray_address, workers, threads,
-                               allow_hosts=allow) \
-            if executor in ("ray", "processes") else make_executor(executor, width)
+        runner = make_executor(executor, judges_width(judges), ray_address, workers, threads,
+                               allow_hosts=allow)
         with progress_bar(not as_json) as progress:
             result = evaluate_bundles(invocation.bundles, invocation.tasks, protocols, judges,
                                       out, Embedder(), progress, invocation.clip_chars, rules,

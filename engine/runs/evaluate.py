@@ -119,7 +119,12 @@ class RunSetup:
     @property
     def width(self) -> int:
         """Requests the judges can take at once: 1 when any judge runs in-process."""
-        return min((j.limit.maximum for _, j in self.judges), default=1)
+        return judges_width(self.judges)
+
+
+def judges_width(judges: list[tuple[str, Judge]]) -> int:
+    """Requests ``judges`` can all take at once: 1 when any judge runs in-process."""
+    return min((j.limit.maximum for _, j in judges), default=1)
 
 
 def run_ledger(judges: list[tuple[str, Judge]]) -> Any:

@@ -79,7 +79,7 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
     Example: ``rerun_run("runs/smol", 3)["verdicts"]`` (empty for a deterministic judge)
     """
     from ambereval.engine.protocols.dailyreport_math import parse_rules
-    from ambereval.engine.runs.evaluate import evaluate_bundles
+    from ambereval.engine.runs.evaluate import evaluate_bundles, judges_width
     from ambereval.engine.runs.executors import make_executor
     from ambereval.models import Embedder
 
@@ -97,10 +97,9 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
         out = run / "reruns" / str(i)
         judges = invocation.open_judges(out / "ledger.sqlite", "record",
                                         concurrency=concurrency, threads=threads)
-        width = min((j.limit.maximum for _, j in judges), default=1)
         try:
-            runner = make_executor(executor, width, workers=workers, threads=threads) \
-                if executor == "processes" else make_executor(executor, width)
+            runner = make_executor(executor, judges_width(judges), workers=workers,
+                                   threads=threads)
             evaluate_bundles(invocation.bundles, invocation.tasks, invocation.protocols,
                              judges, out, embedder, progress, invocation.clip_chars,
                              parse_rules(invocation.rules or None), runner,

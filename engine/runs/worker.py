@@ -141,6 +141,5 @@ def add_stats(total: dict[str, dict[str, Any]], stats: dict[str, dict[str, Any]]
                 mine[key] = round(mine.get(key, 0) + value, 3)
 
 
-
 __all__ = ["SHARDS", "WorkerSetup", "add_stats", "evaluate_on_worker", "take_result",
            "worker_setup"]
