@@ -9,6 +9,8 @@ request takes ``latency`` seconds; at most ``capacity`` are served at once, the 
 each request until ``k`` are in flight together (proves a client's concurrency without
 timing). ``pushback_after=k`` answers 503 (``Retry-After``) to every request after the
 first ``k`` served, until the attribute is set back to ``None`` (a run held mid-way).
+``fail_after=k`` answers exactly ``k`` requests, then HTTP 500 to every one (a judge that
+goes down); both count requests already admitted, so concurrent arrivals cannot overshoot.
 """
 
 from __future__ import annotations
@@ -90,14 +92,14 @@ class FakeJudgeServer:
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with outer._lock:
-                    down = outer.fail_after is not None and outer.served >= outer.fail_after
-                if down:
-                    self._send(500, {"error": "server down"})
-                    return
-                with outer._lock:
-                    held = outer.pushback_after is not None and \
-                        outer.served + outer.in_flight >= outer.pushback_after
-                    if held or outer.in_flight >= outer.capacity \
+                    # admitted requests count against the limits at once, so two requests
+                    # arriving together cannot both slip under them
+                    admitted = outer.served + outer.in_flight
+                    down = outer.fail_after is not None and admitted >= outer.fail_after
+                    held = outer.pushback_after is not None and admitted >= outer.pushback_after
+                    if down:
+                        busy = False
+                    elif held or outer.in_flight >= outer.capacity \
                             or outer.refused < outer.refuse_first:
                         outer.refused += 1
                         busy = True
@@ -105,6 +107,9 @@ class FakeJudgeServer:
                         busy = False
                         outer.in_flight += 1
                         outer.peak = max(outer.peak, outer.in_flight)
+                if down:
+                    self._send(500, {"error": "server down"})
+                    return
                 if busy:
                     self._send(503 if held else 429, {"error": "busy"},
                                {"Retry-After": f"{outer.retry_after:g}"})
