@@ -35,9 +35,10 @@ def audit_cmd(
         "(repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Show which captured bytes justified each verdict: the verdict, the judge's answer
-    and quote (from the ledger), and the evidence passages with URL, capture time, WARC
-    file and record id, offsets and ledger key.
+    """Show which captured bytes justified each verdict.
+
+    For each verdict: the judge's answer and quote (from the ledger), and the evidence
+    passages with URL, capture time, WARC file and record id, offsets and ledger key.
 
     Example: amber audit run/ --claim c3      (or: amber audit run/ --html)
     """

@@ -26,8 +26,9 @@ def verify_cmd(
         "repeatable; implies --require-signature.")] = None,
     as_json: Json = False,
 ) -> None:
-    """Recompute every digest and check the index against the WARCs (exit 3 on mismatch);
-    check the signature when there is one.
+    """Recompute every digest and check the index against the WARCs (exit 3 on mismatch).
+
+    A signed bundle's signature is checked too.
 
     Example: amber bundle verify bundle/ --trusted-key auditor.key.pub
     """
@@ -143,8 +144,9 @@ def show_cmd(
 
 @app.command("finish")
 def finish_cmd(bundle: BundleArg) -> None:
-    """Rebuild pages.jsonl, the CDXJ index and the manifest: the repair after a failed
-    finish or an interrupted capture (nothing is fetched).
+    """Rebuild pages.jsonl, the CDXJ index and the manifest from the WARCs.
+
+    The repair after a failed finish or an interrupted capture; nothing is fetched.
 
     Example: amber bundle finish bundle/
     """
@@ -184,8 +186,9 @@ def sign_cmd(
     key: Annotated[Path, typer.Option("--key", help="Private key from `amber bundle keygen`.")],
     as_json: Json = False,
 ) -> None:
-    """Verify the bundle, then sign its datapackage digest (WACZ signing, anonymous
-    public-key mode); `bundle verify` and a packed WACZ keep the signature.
+    """Verify the bundle, then sign its datapackage digest (WACZ signing).
+
+    Anonymous public-key mode; `bundle verify` and a packed WACZ keep the signature.
 
     Example: amber bundle sign bundle/ --key amber.key
     """

@@ -23,8 +23,10 @@ def diff_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole diff as JSON.")]
     = False,
 ) -> None:
-    """What differs between two runs: inputs (judges, bundles, options, rules, prompts'
-    sha256, retriever), then the scores and verdicts that moved, largest first.
+    """What differs between two runs: inputs, then scores and verdicts that moved.
+
+    Inputs are judges, bundles, options, rules, prompts' sha256 and retriever; scores and
+    verdicts are listed largest move first.
 
     Example: amber diff run-smol/ run-qwen/ --limit 20
     """

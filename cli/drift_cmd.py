@@ -30,9 +30,10 @@ def drift_cmd(
                                        help="Rows shown in the terminal.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Fetch the bundle's searches and pages again through the same readers (ONLINE) and
-    list which changed: status, payload digest, extracted-text similarity. Separates
-    "the evidence changed" from "the judge changed".
+    """Fetch a bundle's searches and pages again (ONLINE) and list which changed.
+
+    Same readers as the capture; each change is shown by status, payload digest and
+    extracted-text similarity. Separates "the evidence changed" from "the judge changed".
 
     Example: SERPER_API_KEY=... amber bundle drift bundle/ --out bundle-2026-12/
     """

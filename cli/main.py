@@ -29,33 +29,20 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "Run a judge on labeled pairs: accuracy, balanced accuracy, Cohen's kappa, "
                 "confusion."),
     LazyCommand("verify", "verify_cmd:verify_cmd",
-                "Verify every claim in a bundle, offline: Correct / Incorrect / Unknown with "
-                "the\ncaptured bytes behind each verdict."),
+                "Verify every claim in a bundle, offline: Correct, Incorrect or Unknown."),
     LazyCommand("evaluate", "evaluate_cmd:evaluate_cmd",
                 "Score reports with DailyReport, DR3-Eval and/or DeepEval, offline, "
                 "reproducibly."),
     LazyCommand("serve", "serve_cmd:serve_cmd",
-                "Answer Serper searches, Jina Reader reads and captured pages from bundles; "
-                "nothing\nis ever fetched from outside."),
+                "Serve Serper searches, Jina Reader reads and captured pages from bundles."),
     LazyCommand("audit", "audit_cmd:audit_cmd",
-                "Show which captured bytes justified each verdict: the verdict, the judge's "
-                "answer\nand quote (from the ledger), and the evidence passages with URL, "
-                "capture time, WARC\nfile and record id, offsets and ledger key."),
+                "Show which captured bytes justified each verdict."),
     LazyCommand("diff", "diff_cmd:diff_cmd",
-                "What differs between two runs: inputs (judges, bundles, options, rules, "
-                "prompts'\nsha256, retriever), then the scores and verdicts that moved, "
-                "largest first."),
+                "What differs between two runs: inputs, then scores and verdicts that moved."),
     LazyCommand("replay", "replay_cmd:replay_cmd",
-                "Re-evaluate RUN_DIR with judges answering only from its ledger and the "
-                "recorded\nretrieval (no model, no embedder), and check the per-report JSON, "
-                "retrieval records,\nrun.json and run.csv are byte-identical. Exit 0 when "
-                "identical, 3 naming the first\ndifference. With --recompute-retrieval, check "
-                "instead that this machine's embedder\nranks passages as the record says "
-                "(exit 3 listing each search that differs)."),
+                "Re-evaluate a run from its ledger and check its outputs are byte-identical."),
     LazyCommand("rerun", "rerun_cmd:rerun_cmd",
-                "Evaluate RUN_DIR's inputs again N times with no ledger reuse (every question "
-                "goes\nto the judge) into RUN_DIR/reruns/<i>/, then report per dimension the "
-                "spread of the\nscores and every verdict that changed."),
+                "Evaluate a run's inputs again N times and report how much the scores move."),
     LazyCommand("snapshot", "snapshot:app", "Capture web evidence into a bundle (online)."),
     LazyCommand("bundle", "bundle_cmd:app", "Check, pack and inspect evidence bundles."),
     LazyCommand("models", "models_cmd:app", "Local judge and embedding models."),

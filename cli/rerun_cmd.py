@@ -31,9 +31,10 @@ def rerun_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
     = False,
 ) -> None:
-    """Evaluate RUN_DIR's inputs again N times with no ledger reuse (every question goes
-    to the judge) into RUN_DIR/reruns/<i>/, then report per dimension the spread of the
-    scores and every verdict that changed.
+    """Evaluate a run's inputs again N times and report how much the scores move.
+
+    Every question goes to the judge again (no ledger reuse), into RUN_DIR/reruns/<i>/;
+    then, per dimension, the spread of the scores and every verdict that changed.
 
     Example: amber rerun runs/smol/ --times 3
 

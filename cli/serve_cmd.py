@@ -49,8 +49,9 @@ def serve_cmd(
     as_json: Annotated[bool, typer.Option(
         "--json", help="Start and stop reports as JSON lines instead of text.")] = False,
 ) -> None:
-    """Answer Serper searches, Jina Reader reads and captured pages from bundles; nothing
-    is ever fetched from outside.
+    """Serve Serper searches, Jina Reader reads and captured pages from bundles.
+
+    Nothing is ever fetched from outside: what a bundle did not capture is a miss.
 
     Example (base URLs): amber serve bundle/ --port 8080
 

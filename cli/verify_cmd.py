@@ -47,8 +47,9 @@ def verify_cmd(
         "--page-rule", help="cited-first (default) or any-page.")] = "cited-first",
     as_json: Annotated[bool, typer.Option("--json", help="Print claims and summary.")] = False,
 ) -> None:
-    """Verify every claim in a bundle, offline: Correct / Incorrect / Unknown with the
-    captured bytes behind each verdict.
+    """Verify every claim in a bundle, offline: Correct, Incorrect or Unknown.
+
+    Each verdict keeps the captured bytes behind it (WARC record, offsets, ledger key).
 
     Example: amber verify bundle/ --json
     """

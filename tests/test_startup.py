@@ -174,6 +174,18 @@ def test_every_summary_is_the_commands_own() -> None:
             f"COMMANDS in cli/main.py: the summary of {command.name!r} should be {expected!r}")
 
 
+def test_every_summary_is_one_line() -> None:
+    """A command list prints each summary as written: a line break in a docstring's first
+    paragraph would break the row mid-sentence (typer's rich help keeps it)."""
+    root = typer.main.get_command(eager_app())
+    for path in all_command_paths(root)[1:]:
+        command = root
+        for name in path:
+            command = command.get_command(None, name)  # type: ignore[attr-defined]
+        assert "\n" not in summary_of(command), (
+            f"amber {' '.join(path)}: make its help's first paragraph one line")
+
+
 def plain_samples(param: Any, tmp: Path) -> list[Any]:
     """Values a user (or a default) could hand to the parameter, valid and not."""
     words = ["abc", "", "5", "-3", "007", "+5", " 5", "5.0", "-0", "1_000", "0.5", "1e3",
