@@ -60,22 +60,29 @@ def verify_cmd(
 def pack_cmd(
     bundle: BundleArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="The .wacz file to write.")],
+    as_json: Json = False,
 ) -> None:
     """Write the bundle as one .wacz file (WACZ 1.1.1 zip).
 
     Example: amber bundle pack bundle/ --out bundle.wacz
     """
     from ambereval.snapshots import pack_bundle
+    from ambereval.snapshots.manifest import sha256_file
 
     with handled():
         path = pack_bundle(bundle, out)
-    stdout.print(f"wrote {path} ({path.stat().st_size} bytes)")
+        digest, size = sha256_file(path)
+    if as_json:
+        print_json({"wacz": str(path), "bytes": size, "sha256": digest})
+        return
+    stdout.print(f"wrote {path} ({size} bytes, sha256:{digest})")
 
 
 @app.command("unpack")
 def unpack_cmd(
     wacz: Annotated[Path, typer.Argument(help="A .wacz written by `amber bundle pack`.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Empty target directory.")],
+    as_json: Json = False,
 ) -> None:
     """Extract a .wacz; refuses any path that would escape the target directory.
 
@@ -85,6 +92,9 @@ def unpack_cmd(
 
     with handled():
         path = unpack_bundle(wacz, out)
+    if as_json:
+        print_json({"bundle": str(path), "wacz": str(wacz)})
+        return
     stdout.print(f"unpacked into {path}")
 
 
@@ -143,7 +153,7 @@ def show_cmd(
 
 
 @app.command("finish")
-def finish_cmd(bundle: BundleArg) -> None:
+def finish_cmd(bundle: BundleArg, as_json: Json = False) -> None:
     """Rebuild pages.jsonl, the CDXJ index and the manifest from the WARCs.
 
     The repair after a failed finish or an interrupted capture; nothing is fetched.
@@ -154,6 +164,9 @@ def finish_cmd(bundle: BundleArg) -> None:
 
     with handled():
         notes = finish_bundle(bundle)
+    if as_json:
+        print_json({"bundle": str(bundle), "repaired": list(notes)})
+        return
     for note in notes:
         stdout.print(f"repaired: {note}")
     stdout.print(f"finished {bundle}")

@@ -6,6 +6,7 @@ the step, the previous consistent files stay, and the next run repairs the bundl
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -151,8 +152,9 @@ def test_interrupted_capture_is_reported_as_unfinished_and_finish_repairs(
     done = run_amber("bundle", "verify", str(root))
     assert done.returncode == 3 and "amber bundle finish" in done.stderr
     assert "Traceback" not in done.stderr
-    fixed = run_amber("bundle", "finish", str(root))
+    fixed = run_amber("bundle", "finish", str(root), "--json")
     assert fixed.returncode == 0, fixed.stderr
+    assert json.loads(fixed.stdout) == {"bundle": str(root), "repaired": []}
     assert verify_bundle(root).ok and unfinished_state(root) is None
 
 
@@ -162,3 +164,20 @@ def test_finish_refuses_a_directory_that_is_not_a_bundle(tmp_path: Path) -> None
         finish_bundle(tmp_path / "x")
     done = run_amber("bundle", "finish", str(tmp_path / "x"))
     assert done.returncode == 1 and done.stderr.startswith("amber: error:")
+
+
+def test_finish_cuts_a_torn_tail_and_says_so(first: Path, tmp_path: Path) -> None:
+    root = copy(first, tmp_path)
+    warc = next((root / "archive").glob("*.warc.gz"))
+    good = warc.stat().st_size
+    with open(warc, "ab") as fh:  # half a gzip member, as a crash mid-write leaves it
+        fh.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03partial-record")
+    assert not verify_bundle(root).ok
+    fixed = run_amber("bundle", "finish", str(root), "--json")
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads(fixed.stdout) == {
+        "bundle": str(root),
+        "repaired": [f"{warc.name}: cut torn tail of 24 bytes at offset {good}"]}
+    assert warc.stat().st_size == good and verify_bundle(root).ok
+    text = run_amber("bundle", "finish", str(root))
+    assert text.returncode == 0 and "repaired" not in text.stdout  # nothing left to cut

@@ -186,6 +186,18 @@ def test_every_summary_is_one_line() -> None:
             f"amber {' '.join(path)}: make its help's first paragraph one line")
 
 
+def test_every_command_takes_json() -> None:
+    root = typer.main.get_command(eager_app())
+    for path in all_command_paths(root):
+        command = root
+        for name in path:
+            command = command.get_command(None, name)  # type: ignore[attr-defined]
+        if hasattr(command, "list_commands"):
+            continue  # a group: its commands print
+        options = {o for p in command.params for o in getattr(p, "opts", ())}
+        assert "--json" in options, f"amber {' '.join(path)} has no --json"
+
+
 def plain_samples(param: Any, tmp: Path) -> list[Any]:
     """Values a user (or a default) could hand to the parameter, valid and not."""
     words = ["abc", "", "5", "-3", "007", "+5", " 5", "5.0", "-0", "1_000", "0.5", "1e3",

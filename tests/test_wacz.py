@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -28,8 +30,10 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_pack_is_valid_wacz_and_round_trips(bundle: Path, tmp_path: Path) -> None:
     wacz = tmp_path / "b.wacz"
-    done = run_amber("bundle", "pack", str(bundle), "--out", str(wacz))
+    done = run_amber("bundle", "pack", str(bundle), "--out", str(wacz), "--json")
     assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"wacz": str(wacz), "bytes": wacz.stat().st_size,
+                                       "sha256": hashlib.sha256(wacz.read_bytes()).hexdigest()}
     wacz_cli = shutil.which("wacz", path=os.path.dirname(sys.executable))
     assert wacz_cli, "py-wacz is installed with the dev extras"
     check = subprocess.run([wacz_cli, "validate", "-f", str(wacz)], capture_output=True,
@@ -41,7 +45,9 @@ def test_pack_is_valid_wacz_and_round_trips(bundle: Path, tmp_path: Path) -> Non
     assert all(t == zipfile.ZIP_STORED for n, t in kinds.items() if n.endswith(".warc.gz"))
     assert "datapackage.json" in kinds and "pages/pages.jsonl" in kinds
     out = tmp_path / "unpacked"
-    assert run_amber("bundle", "unpack", str(wacz), "--out", str(out)).returncode == 0
+    done = run_amber("bundle", "unpack", str(wacz), "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"bundle": str(out), "wacz": str(wacz)}
     assert verify_bundle(out).ok
 
 
