@@ -174,24 +174,28 @@ def test_every_summary_is_the_commands_own() -> None:
             f"COMMANDS in cli/main.py: the summary of {command.name!r} should be {expected!r}")
 
 
-def test_every_summary_is_one_line() -> None:
-    """A command list prints each summary as written: a line break in a docstring's first
-    paragraph would break the row mid-sentence (typer's rich help keeps it)."""
+def every_command() -> list[tuple[tuple[str, ...], Any]]:
+    """Each command and group of the eager app with its path (the app itself first)."""
     root = typer.main.get_command(eager_app())
-    for path in all_command_paths(root)[1:]:
+    found = []
+    for path in all_command_paths(root):
         command = root
         for name in path:
             command = command.get_command(None, name)  # type: ignore[attr-defined]
+        found.append((path, command))
+    return found
+
+
+def test_every_summary_is_one_line() -> None:
+    """A command list prints each summary as written: a line break in a docstring's first
+    paragraph would break the row mid-sentence (typer's rich help keeps it)."""
+    for path, command in every_command()[1:]:
         assert "\n" not in summary_of(command), (
             f"amber {' '.join(path)}: make its help's first paragraph one line")
 
 
 def test_every_command_takes_json() -> None:
-    root = typer.main.get_command(eager_app())
-    for path in all_command_paths(root):
-        command = root
-        for name in path:
-            command = command.get_command(None, name)  # type: ignore[attr-defined]
+    for path, command in every_command():
         if hasattr(command, "list_commands"):
             continue  # a group: its commands print
         options = {o for p in command.params for o in getattr(p, "opts", ())}
