@@ -14,6 +14,7 @@ from ambereval.cli.judge_options import (
     JudgeUrl,
     Seed,
     Threads,
+    check_workers,
 )
 from ambereval.cli.output import (
     handled,
@@ -94,8 +95,7 @@ def evaluate_cmd(
     from ambereval.models import Embedder
     from ambereval.netguard import install_offline_guard
 
-    if workers is not None and executor != "processes":
-        fail("--workers goes with --executor processes", exit_code=2)
+    check_workers(executor, workers)
     if resume is not None:
         given = [name for name, value in (
             ("BUNDLES", bundles), ("--task", task), ("--out", out),

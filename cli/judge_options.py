@@ -1,4 +1,4 @@
-"""Judge options shared by every command that asks a judge."""
+"""Judge options shared by every command that asks a judge, and the checks they share."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from ambereval.cli.output import fail
 
 JudgeModel = Annotated[Path | None, typer.Option(
     "--judge-model", help="A GGUF file for the in-process llama.cpp judge "
@@ -30,3 +32,9 @@ JudgeConcurrency = Annotated[int | None, typer.Option(
     "--judge-concurrency", min=1, help="Requests in flight to a --judge-url server at once "
     "(default 8; lowered automatically while it answers 429/503). The in-process judge "
     "always runs one call at a time.")]
+
+
+def check_workers(executor: str, workers: int | None) -> None:
+    """``--workers`` only means something to ``--executor processes``: one line, exit 2."""
+    if workers is not None and executor != "processes":
+        fail("--workers goes with --executor processes", exit_code=2)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ambereval.cli.judge_options import JudgeConcurrency, Threads
+from ambereval.cli.judge_options import JudgeConcurrency, Threads, check_workers
 from ambereval.cli.output import handled, print_json, progress_bar, stdout
 from ambereval.cli.terminal_text import escape
 
@@ -50,8 +50,7 @@ def rerun_cmd(
     if executor not in ("auto", "sequential", "threads", "processes"):
         fail(f"--executor {executor!r}: rerun takes auto, sequential, threads or processes",
              exit_code=2)
-    if workers is not None and executor != "processes":
-        fail("--workers goes with --executor processes", exit_code=2)
+    check_workers(executor, workers)
     with handled():
         urls = [j.url for j in read_invocation(run_dir).judges if j.url]
         install_offline_guard(tuple(h for h in (urlsplit(u).hostname for u in urls) if h))

@@ -79,6 +79,7 @@ class Hit:
 
 
 APPROXIMATE_TYPES = ("IndexRefineFlat", "IndexHNSWFlat", "IndexIVFFlat")
+REFINE_BASE = "SQ8"  # the 8-bit code IndexRefineFlat scans (FAISS factory name)
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class IndexSpec:
         if self.approximate == "IndexRefineFlat" and count <= self.scan_limit:
             return {"type": "IndexRefineFlat", "metric": "inner_product",
                     "ann_threshold": self.ann_threshold, "scan_limit": self.scan_limit,
-                    "base": "SQ8", "k_factor": self.k_factor}
+                    "base": REFINE_BASE, "k_factor": self.k_factor}
         if self.approximate in ("IndexRefineFlat", "IndexHNSWFlat"):
             return {"type": "IndexHNSWFlat", "metric": "inner_product",
                     "ann_threshold": self.ann_threshold, "M": self.hnsw_m,
@@ -140,7 +141,7 @@ class IndexSpec:
         out: dict[str, Any] = {"ann_threshold": self.ann_threshold,
                                "approximate": self.approximate}
         if self.approximate == "IndexRefineFlat":
-            out.update({"base": "SQ8", "k_factor": self.k_factor,
+            out.update({"base": REFINE_BASE, "k_factor": self.k_factor,
                         "scan_limit": self.scan_limit})
         if self.approximate in ("IndexRefineFlat", "IndexHNSWFlat"):
             out.update({"M": self.hnsw_m, "ef_construction": self.ef_construction,
@@ -156,7 +157,7 @@ class IndexSpec:
         params = identity.get("params", identity)
         threshold = int(params.get("ann_threshold", cls.ann_threshold))
         if params.get("type") == "IndexRefineFlat":
-            if params.get("base", "SQ8") != "SQ8":
+            if params.get("base", REFINE_BASE) != REFINE_BASE:
                 raise ValueError(f"unknown re-ranked base index {params['base']!r}")
             return cls(ann_threshold=threshold, scan_limit=int(params["scan_limit"]),
                        k_factor=int(params["k_factor"]))
@@ -190,7 +191,7 @@ def _build_faiss(vectors: np.ndarray, dim: int, params: dict[str, Any]) -> Any:
             index.add(vectors)
         return index
     if params["type"] == "IndexRefineFlat":
-        index = faiss.index_factory(dim, "SQ8,RFlat", faiss.METRIC_INNER_PRODUCT)
+        index = faiss.index_factory(dim, f"{REFINE_BASE},RFlat", faiss.METRIC_INNER_PRODUCT)
         index.train(vectors)  # per-dimension min/max over every vector: no sampling
         index.add(vectors)
         index.k_factor = float(params["k_factor"])

@@ -57,10 +57,8 @@ def _timed(job: ReportJob, setup: RunSetup, tick: Tick) -> Outcome:
 class SequentialExecutor:
     """Every report in turn, on the calling thread."""
 
-    picked_for_you = False  # True when ``auto`` chose it (evaluate may suggest workers)
-
     def __init__(self, picked_for_you: bool = False) -> None:
-        self.picked_for_you = picked_for_you
+        self.picked_for_you = picked_for_you  # ``auto`` chose it: evaluate may suggest workers
 
     def run(self, jobs: list[ReportJob], setup: RunSetup, tick: Tick) -> Iterator[Outcome]:
         for job in jobs:
