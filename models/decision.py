@@ -16,7 +16,7 @@ literals `` true`` and `` false`` after ``{"field":``, answering
 ``{"<field>": true|false, "logprobs": {"true": .., "false": ..}}``. Measured on the
 protocols' support checks, its plain argmax agrees with greedy decoding on too few pairs
 to replace it, and with a calibration offset fitted on dev it lowered DR3 FA's agreement
-on the held-out halves (scripts/bench_judge_prompts.py; README), so no protocol uses it.
+on the held-out halves (scripts/bench_judge_prompts.py; docs/benchmarks.md), so no protocol uses it.
 
 The recorded answer carries the log-probabilities (rounded to 6 decimals), so a replay
 from the ledger re-applies any decision rule bit-identically without the model.

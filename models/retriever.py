@@ -4,7 +4,8 @@
 (bm25s) by reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009): a chunk's
 score is the sum over the two rankings of ``1 / (rrf_k + rank)``, with ``rrf_k = 60``
 (the constant of that paper) and the top ``depth`` chunks of each ranking taken part.
-On WiCE it beats both rankers alone on recall@5 and MRR (README, "Benchmarks").
+On WiCE it beats dense alone and ties BM25 alone on recall@5 and MRR
+(docs/benchmarks.md, "Retrieval quality").
 
 Every result is a :class:`Hit` (chunk id, capture id and character span through
 ``hit.chunk``, the score of the retriever, rank from 1); ties are broken by chunk id.

@@ -22,7 +22,7 @@
 - A search limited to some captures (``captures=``) is always exact: the allowed vectors
   are scored directly, so an approximate index never loses a page's own passages.
 
-scripts/bench_retrieval.py measures every trade-off above; the README reports it.
+scripts/bench_retrieval.py measures every trade-off above; docs/benchmarks.md reports it.
 Chunks are added in chunk-id order and results are sorted by (-score rounded to 1e-6,
 chunk_id), so ties are broken by chunk id whatever the index type. The index persists
 beside a manifest (embedder id and hash, chunking parameters, chunk count and digest,
@@ -93,7 +93,7 @@ class IndexSpec:
     HNSW: ``ef_search`` 0 means "derived from the chunk count" (:func:`auto_ef_search`).
     IVF: ``nlist``/``nprobe`` of 0 mean derived: nlist = the power of two nearest to
     4·sqrt(n) (at least 64), nprobe = nlist / 8 between 32 and 256.
-    Measured recall@5 against exact search and latencies: README, "Benchmarks".
+    Measured recall@5 against exact search and latencies: docs/benchmarks.md.
     """
 
     ann_threshold: int = 20_000
@@ -177,7 +177,7 @@ class IndexSpec:
 
 def auto_ef_search(count: int) -> int:
     """HNSW candidates per query for ``count`` chunks (chosen from the measurements
-    of scripts/bench_retrieval.py; README, "Benchmarks")."""
+    of scripts/bench_retrieval.py; docs/benchmarks.md)."""
     if count <= 50_000:
         return 128
     return 256 if count <= 300_000 else 512

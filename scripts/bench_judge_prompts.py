@@ -19,8 +19,8 @@ share of pairs on which it decides as its ``-gen`` twin, and calibrated: a ``tru
 offset fitted as for verification, ``false`` at 0);
 ``fa-shared-rule-gen``/``e3-shared-gen`` a layout that would let both protocols share a
 page as a prompt prefix (one system line, the passages, then each protocol's rule), and
-``fa-shared-gen`` that layout with FA's own words as the rule. Neither was taken: README,
-"Per-report cost".
+``fa-shared-gen`` that layout with FA's own words as the rule. Neither was taken:
+docs/benchmarks.md, "Judge cost per report".
 """
 
 from __future__ import annotations
