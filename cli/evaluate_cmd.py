@@ -14,6 +14,7 @@ from ambereval.cli.judge_options import (
     JudgeUrl,
     Seed,
     Threads,
+    check_ledger_mode,
     check_workers,
 )
 from ambereval.cli.output import (
@@ -88,7 +89,12 @@ def evaluate_cmd(
     from urllib.parse import urlsplit
 
     from ambereval.cli.output import fail
-    from ambereval.engine.runs.evaluate import PROTOCOLS, evaluate_bundles, judges_width
+    from ambereval.engine.runs.evaluate import (
+        PROTOCOLS,
+        evaluate_bundles,
+        judges_width,
+        plan_reports,
+    )
     from ambereval.engine.runs.executors import make_executor
     from ambereval.engine.runs.invocation import Invocation, judge_specs, read_invocation
     from ambereval.errors import InputError
@@ -96,6 +102,7 @@ def evaluate_cmd(
     from ambereval.netguard import install_offline_guard
 
     check_workers(executor, workers)
+    check_ledger_mode(ledger_mode)
     if resume is not None:
         given = [name for name, value in (
             ("BUNDLES", bundles), ("--task", task), ("--out", out),
@@ -108,8 +115,7 @@ def evaluate_cmd(
     elif not bundles or task is None or out is None:
         fail("give BUNDLES..., --task and --out (or --resume RUN_DIR)", exit_code=2)
     run_dir = resume if resume is not None else out
-    with handled(f"the judge's answers so far are in {run_dir}/ledger.sqlite; "
-                 f"`amber evaluate --resume {run_dir}` goes on from there"):
+    with handled():  # the inputs, checked before anything is written
         if resume is not None:
             invocation = read_invocation(resume)
             out, ledger_mode = resume, "reuse"
@@ -135,6 +141,9 @@ def evaluate_cmd(
         protocols = invocation.protocols
         if any(p not in PROTOCOLS for p in protocols):
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
+        plan_reports(invocation.bundles, invocation.tasks)
+    with handled(f"the judge's answers so far are in {run_dir}/ledger.sqlite; "
+                 f"`amber evaluate --resume {run_dir}` goes on from there"):
         judges = invocation.open_judges(out / "ledger.sqlite", ledger_mode,
                                         concurrency=judge_concurrency, threads=threads)
         runner = make_executor(executor, judges_width(judges), ray_address, workers, threads,

@@ -21,6 +21,7 @@ from ambereval.cli.judge_options import (
     LedgerPath,
     Seed,
     Threads,
+    check_ledger_mode,
 )
 from ambereval.cli.output import fail, handled, print_json, progress_bar, stdout
 
@@ -68,11 +69,9 @@ def judge_bench_cmd(
     Example: amber judge-bench --suite out/judge-sets --split test --limit 40 --out card.json
     """
     from ambereval.engine.judge_bench import run_judge_bench
-    from ambereval.models import LEDGER_MODES, open_judge
+    from ambereval.models import open_judge
 
-    if ledger_mode not in LEDGER_MODES:
-        fail(f"unknown --ledger-mode {ledger_mode!r}", hint="record, reuse or replay",
-             exit_code=2)
+    check_ledger_mode(ledger_mode)
     if ledger_mode == "replay" and ledger is None:
         fail("--ledger-mode replay needs --ledger PATH", exit_code=2)
     if (data is None) == (suite is None):

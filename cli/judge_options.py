@@ -38,3 +38,11 @@ def check_workers(executor: str, workers: int | None) -> None:
     """``--workers`` only means something to ``--executor processes``: one line, exit 2."""
     if workers is not None and executor != "processes":
         fail("--workers goes with --executor processes", exit_code=2)
+
+
+def check_ledger_mode(mode: str) -> None:
+    """An unknown ``--ledger-mode``: one line, exit 2, before any file is opened."""
+    from ambereval.models.ledger import MODES
+
+    if mode not in MODES:
+        fail(f"unknown --ledger-mode {mode!r}", hint=", ".join(MODES), exit_code=2)

@@ -65,7 +65,19 @@ def handled(interrupted: str = "what was captured so far is kept") -> Iterator[N
         sys.stderr.write(f"amber: interrupted; {interrupted}\n")
         raise typer.Exit(130) from None
     except OSError as err:
-        fail(f"{err.strerror or err}: {err.filename}" if err.filename else str(err))
+        fail(*os_error_line(err))
+
+
+# a path the user gave that is not what it must be: bad input (exit 2), not a failure
+_BAD_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError,
+                    PermissionError)
+
+
+def os_error_line(err: OSError) -> tuple[str, str | None, int]:
+    """``path: what is wrong`` for an operating-system error, with its exit code."""
+    what = (err.strerror or str(err)).lower()
+    code = 2 if isinstance(err, _BAD_PATH_ERRORS) else 1
+    return (f"{err.filename}: {what}" if err.filename else what), None, code
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from ambereval.cli.judge_options import (
     LedgerPath,
     Seed,
     Threads,
+    check_ledger_mode,
 )
 from ambereval.cli.output import fail, handled, print_json, progress_bar, stderr, stdout
 
@@ -162,6 +163,7 @@ def report_cmd(
     from ambereval.engine.snapshot_report import snapshot_report
     from ambereval.models import open_judge
 
+    check_ledger_mode(ledger_mode)
     with handled():
         options = _options(reader, concurrency, None, retries, timeout, backoff, rate,
                            allow_private_addresses, top_k=top_k)

@@ -19,6 +19,7 @@ from ambereval.cli.judge_options import (
     LedgerPath,
     Seed,
     Threads,
+    check_ledger_mode,
 )
 from ambereval.cli.output import handled, print_json, progress_bar, stdout
 
@@ -55,12 +56,18 @@ def verify_cmd(
     """
     from urllib.parse import urlsplit
 
-    from ambereval.engine.verification import VerifyOptions, verify_claims, write_results
+    from ambereval.engine.verification import (
+        VerifyOptions,
+        deciding_evidence,
+        verify_claims,
+        write_results,
+    )
     from ambereval.models import Embedder, open_judge
     from ambereval.netguard import install_offline_guard
 
     install_offline_guard(tuple(h for h in [urlsplit(judge_url).hostname if judge_url
                                             else None] if h))
+    check_ledger_mode(ledger_mode)
     out = out or bundle.with_name(bundle.name.rstrip("/") + "-verify")
     with handled():
         if page_rule not in ("cited-first", "any-page"):
@@ -86,8 +93,10 @@ def verify_cmd(
     summary = result["summary"]
     table = Table("claim", "verdict", "reason", "evidence", title=f"Verified {bundle}")
     for claim in result["claims"][:200]:
-        first = claim["evidence"][0]["url"] if claim["evidence"] else "-"
-        table.add_row(claim["id"], claim["verdict"], claim["reason"], first)
+        shown = deciding_evidence(claim)
+        table.add_row(claim["id"], claim["verdict"], claim["reason"],
+                      "-" if shown is None else shown["url"] + ("" if shown["cited"]
+                                                                else " (found)"))
     stdout.print(table)
     stdout.print(f"Correct {summary['correct']}, Incorrect {summary['incorrect']}, Unknown "
                  f"{summary['unknown']} (no evidence: {summary['no_evidence']}); "

@@ -30,8 +30,21 @@ def import_lrb(checklist: str | Path, reports: str | Path | None = None,
                baselines: str | Path | None = None) -> list[Task]:
     """One task per qid with its coverage checklist, baseline and reports found."""
     checklist = Path(checklist)
+    if checklist.is_dir():
+        raise InputError(f"{checklist}: is a directory, not a checklist CSV file")
     if not checklist.is_file():
         raise InputError(f"{checklist}: no such checklist file")
+    try:
+        return _read_lrb(checklist, reports, baselines)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{checklist}: not UTF-8 text (byte {exc.start}): "
+                         "expected the LiveResearchBench checklist CSV") from None
+    except csv.Error as exc:
+        raise InputError(f"{checklist}: not a readable CSV ({exc})") from None
+
+
+def _read_lrb(checklist: Path, reports: str | Path | None,
+              baselines: str | Path | None) -> list[Task]:
     with open(checklist, encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
         missing_cols = [c for c in LRB_COLUMNS if c not in (reader.fieldnames or [])]

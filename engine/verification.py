@@ -448,6 +448,16 @@ def _claim_verdict(claim: ClaimEvidence, judged: list[Judgment], pages: dict[str
     return result
 
 
+def deciding_evidence(claim: dict[str, Any]) -> dict[str, Any] | None:
+    """The evidence entry a reader should see first for a claim verdict: one that answered
+    as the verdict did (``true`` for Correct, ``false`` for Incorrect), a cited page
+    before a found one; for Unknown the first cited page. ``None`` without evidence."""
+    evidence = claim.get("evidence") or []
+    wanted = {"Correct": "true", "Incorrect": "false"}.get(claim.get("verdict", ""))
+    ranked = sorted(evidence, key=lambda e: (e.get("answer") != wanted, not e.get("cited")))
+    return ranked[0] if ranked else None
+
+
 def write_results(result: dict[str, Any], out: str | Path) -> Path:
     from ambereval.engine.runs.run_dir import write_atomic  # complete files or none
 

@@ -188,9 +188,10 @@ def judge_entry(name: str) -> JudgeEntry | None:
 
 def unknown_judge(name: str, known: list[str]) -> ConfigError:
     """The error for a name nobody knows, with the closest known names."""
-    close = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=3,
+    known = sorted(set(known))  # a catalog judge that is also installed is one name
+    close = difflib.get_close_matches(name.lower(), sorted({k.lower() for k in known}), n=3,
                                       cutoff=0.5)
     originals = {k.lower(): k for k in known}
     hint = (f"did you mean {' or '.join(repr(originals[c]) for c in close)}?" if close
-            else f"known judges: {', '.join(sorted(known))}")
+            else f"known judges: {', '.join(known)}")
     return ConfigError(f"unknown judge {name!r}", hint=hint + " (amber models list)")

@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from ambereval.snapshots.warc import Clock, IdFactory, WarcFile, new_record_id, 
 INDEX_PATH = Path("evidence") / "amber.sqlite"
 MAX_WARC_BYTES = 1 << 30
 UNFINISHED = ".amber-unfinished"  # hidden: not in the manifest, never packed
+REPAIRED = ".amber-repaired"  # hidden too: the bytes a repair took out of archive/, kept
 
 
 def unfinished_state(root: str | Path) -> dict[str, Any] | None:
@@ -84,6 +86,9 @@ class Bundle:
     @classmethod
     def open(cls, root: str | Path) -> Bundle:
         root = Path(root)
+        if root.exists() and not root.is_dir():
+            hint = "unpack it first: amber bundle unpack" if root.suffix == ".wacz" else None
+            raise BundleError(f"{root}: is a file; a bundle is a directory", hint=hint)
         if not root.is_dir():
             raise BundleError(f"{root}: no such bundle directory")
         db = root / INDEX_PATH
@@ -167,11 +172,14 @@ class Bundle:
         return warc
 
     def repair(self) -> list[str]:
-        """Cut any WARC tail the index does not know (a record torn by a crash).
+        """Take out any WARC bytes the index does not know (a record torn by a crash).
 
         The index is committed only after a record's bytes are flushed, so bytes past
         the last indexed record are at most one capture's worth of partial output; it
-        is fetched again. Returns one message per file touched.
+        is fetched again. Nothing is deleted: a cut tail, or a whole ``amber-*`` WARC the
+        index never saw, moves to ``.amber-repaired/`` (hidden, outside the manifest). A
+        file in ``archive/`` this bundle did not write is refused. Returns one message per
+        file touched.
         """
         notes: list[str] = []
         known = {
@@ -181,26 +189,53 @@ class Bundle:
                 "LEFT JOIN records r ON r.warc_file = w.name GROUP BY w.name"
             )
         }
-        for path in sorted((self.root / "archive").glob("*.warc.gz")):
+        files = sorted(p for p in (self.root / "archive").glob("*")
+                       if p.is_file() and not p.name.startswith("."))
+        foreign = [p.name for p in files if p.name not in known
+                   and not (p.name.startswith("amber-") and p.name.endswith(".warc.gz"))]
+        if foreign:
+            raise BundleError(
+                f"{self.root}: archive/{foreign[0]} was not written by this bundle "
+                f"(not in its index{f'; {len(foreign) - 1} more' if len(foreign) > 1 else ''})",
+                hint="move it out of archive/; a bundle holds only the WARCs it captured")
+        for path in files:
             size = path.stat().st_size
             end = known.get(path.name)
             if end is None:
-                if path.name.startswith("amber-"):
-                    path.unlink()
-                    notes.append(f"{path.name}: removed (never indexed, {size} bytes)")
+                kept = self._keep_aside(path.name)
+                os.replace(path, kept)
+                notes.append(f"{path.name}: never indexed ({size} bytes), moved to "
+                             f"{kept.relative_to(self.root)}")
                 continue
             if size > end:
+                kept = self._keep_aside(f"{path.name}.tail-{end}")
                 with open(path, "r+b") as fh:
+                    fh.seek(end)
+                    with open(kept, "wb") as out:
+                        shutil.copyfileobj(fh, out, 1 << 20)
+                        out.flush()
+                        os.fsync(out.fileno())
                     fh.truncate(end)
                     fh.flush()
                     os.fsync(fh.fileno())
-                notes.append(f"{path.name}: cut torn tail of {size - end} bytes at offset {end}")
+                notes.append(f"{path.name}: cut a torn tail of {size - end} bytes at offset "
+                             f"{end}, kept in {kept.relative_to(self.root)}")
             elif size < end:
                 raise BundleError(
                     f"{path.name}: index points past end of file ({end} > {size} bytes)",
                     hint="run `amber bundle verify` for details",
                 )
         return notes
+
+    def _keep_aside(self, name: str) -> Path:
+        """A new path in ``.amber-repaired/`` for bytes a repair takes out."""
+        folder = self.root / REPAIRED
+        folder.mkdir(exist_ok=True)
+        path, n = folder / name, 1
+        while path.exists():
+            n += 1
+            path = folder / f"{name}.{n}"
+        return path
 
     def _mark_unfinished(self, step: str | None, error: str | None) -> None:
         state = {"step": step, "error": error, "since": manifest_date(self.clock())}

@@ -31,6 +31,8 @@ from ambereval.snapshots.bundle import INDEX_PATH, Bundle, describe_unfinished, 
 from ambereval.snapshots.signing import SignatureProblem, check_signed_data
 
 CHUNK = 1 << 16
+# A directory with none of these is not a bundle at all (rather than a damaged one).
+BUNDLE_MARKERS = (str(INDEX_PATH), manifest.MANIFEST, manifest.DIGEST)
 
 
 @dataclass(frozen=True)
@@ -282,8 +284,8 @@ def verify_bundle(root: str | Path, require_signature: bool = False,
     """
     report = VerifyReport(str(root))
     path = Path(root)
-    if not path.is_dir():
-        Bundle.open(root)  # raises the usual "no such bundle" error
+    if not path.is_dir() or not any((path / name).exists() for name in BUNDLE_MARKERS):
+        Bundle.open(root)  # raises the usual "no such bundle" / "not an Amber bundle" error
     unfinished = unfinished_state(path)
     try:
         # first: they need no index, so they name damage to it

@@ -26,20 +26,35 @@ def pack_bundle(root: str | Path, out: str | Path) -> Path:
     if state is not None:
         raise BundleError(f"{root}: the bundle is unfinished ({describe_unfinished(state)})",
                           hint="let the capture end, or run `amber bundle finish`")
+    _check_pack_target(root, out)
     files = [root / manifest.MANIFEST] + manifest.bundle_files(root)
     if (root / manifest.DIGEST).is_file():  # the digest (and its signature) travel along
         files.insert(1, root / manifest.DIGEST)
     tmp = out.with_name(f".{out.name}.tmp")
-    with zipfile.ZipFile(tmp, "w") as zf:
-        for path in files:
-            rel = path.relative_to(root).as_posix()
-            stored = rel.endswith(STORED_SUFFIXES)
-            info = zipfile.ZipInfo.from_file(path, rel)
-            info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
-            with open(path, "rb") as src, zf.open(info, "w") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-    tmp.replace(out)
+    try:
+        with zipfile.ZipFile(tmp, "w") as zf:
+            for path in files:
+                rel = path.relative_to(root).as_posix()
+                stored = rel.endswith(STORED_SUFFIXES)
+                info = zipfile.ZipInfo.from_file(path, rel)
+                info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+                with open(path, "rb") as src, zf.open(info, "w") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BundleError(f"{out}: cannot write the WACZ ({exc.strerror or exc})") from None
     return out
+
+
+def _check_pack_target(root: Path, out: Path) -> None:
+    """``--out`` must be a file path outside the bundle, in a directory that exists."""
+    if out.is_dir():
+        raise InputError(f"{out}: is a directory", hint="give the .wacz file to write")
+    if not out.parent.is_dir():
+        raise InputError(f"{out.parent}: no such directory (for --out {out})")
+    if out.resolve().is_relative_to(root.resolve()):
+        raise InputError(f"{out}: inside the bundle it packs", hint="write it elsewhere")
 
 
 def _safe_member(name: str) -> PurePosixPath:

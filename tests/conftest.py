@@ -61,6 +61,11 @@ def example_claims(web: FakeWeb) -> list[dict[str, object]]:
     ]
 
 
+def no_traceback(stderr: str) -> bool:
+    """A user's mistake reads as one line, never as a traceback."""
+    return "Traceback" not in stderr and stderr.count("\n") <= 1
+
+
 def run_amber(*args: str, env: dict[str, str] | None = None,
               cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The real CLI in a subprocess: exit code, stdout and stderr as a user sees them."""

@@ -9,12 +9,8 @@ import pytest
 
 from ambereval import __version__
 
-from conftest import example_claims, run_amber, write_claims
+from conftest import example_claims, no_traceback, run_amber, write_claims
 from fakeweb import FakeWeb
-
-
-def no_traceback(stderr: str) -> bool:
-    return "Traceback" not in stderr and stderr.count("\n") <= 1
 
 
 def test_version_and_help() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from ambereval.snapshots import (
 )
 from ambereval.snapshots.bundle import UNFINISHED, unfinished_state
 
-from conftest import fast_options, run_amber
+from conftest import fast_options, no_traceback, run_amber
 from fakeweb import FakeWeb
 
 
@@ -175,9 +176,41 @@ def test_finish_cuts_a_torn_tail_and_says_so(first: Path, tmp_path: Path) -> Non
     assert not verify_bundle(root).ok
     fixed = run_amber("bundle", "finish", str(root), "--json")
     assert fixed.returncode == 0, fixed.stderr
+    kept = Path(".amber-repaired") / f"{warc.name}.tail-{good}"
     assert json.loads(fixed.stdout) == {
         "bundle": str(root),
-        "repaired": [f"{warc.name}: cut torn tail of 24 bytes at offset {good}"]}
+        "repaired": [f"{warc.name}: cut a torn tail of 24 bytes at offset {good}, "
+                     f"kept in {kept}"]}
     assert warc.stat().st_size == good and verify_bundle(root).ok
+    assert (root / kept).read_bytes().endswith(b"partial-record")  # nothing is lost
     text = run_amber("bundle", "finish", str(root))
     assert text.returncode == 0 and "repaired" not in text.stdout  # nothing left to cut
+    packed = run_amber("bundle", "pack", str(root), "--out", str(tmp_path / "b.wacz"))
+    assert packed.returncode == 0, packed.stderr
+    with zipfile.ZipFile(tmp_path / "b.wacz") as zf:  # what was cut never travels
+        assert not [n for n in zf.namelist() if ".amber-repaired" in n]
+
+
+def test_finish_keeps_a_never_indexed_warc_aside(first: Path, tmp_path: Path) -> None:
+    root = copy(first, tmp_path)
+    orphan = root / "archive" / "amber-20990101000000-00009.warc.gz"
+    orphan.write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03half")
+    done = run_amber("bundle", "finish", str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    [note] = json.loads(done.stdout)["repaired"]
+    assert note.startswith(f"{orphan.name}: never indexed (")
+    assert note.endswith(f"moved to .amber-repaired/{orphan.name}")
+    assert not orphan.exists()
+    assert (root / ".amber-repaired" / orphan.name).read_bytes().endswith(b"half")
+    assert verify_bundle(root).ok
+
+
+def test_finish_refuses_a_warc_the_bundle_did_not_write(first: Path, tmp_path: Path) -> None:
+    root = copy(first, tmp_path)
+    stranger = root / "archive" / "example.warc.gz"
+    stranger.write_bytes(next((root / "archive").glob("amber-*.warc.gz")).read_bytes())
+    before = (root / "datapackage.json").read_bytes()
+    done = run_amber("bundle", "finish", str(root))
+    assert done.returncode == 1 and no_traceback(done.stderr)
+    assert "archive/example.warc.gz was not written by this bundle" in done.stderr
+    assert stranger.exists() and (root / "datapackage.json").read_bytes() == before

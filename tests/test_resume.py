@@ -82,7 +82,8 @@ def test_torn_tail_is_cut_and_capture_completes(web: FakeWeb, tmp_path: Path) ->
         fh.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03partial-record")
     assert not verify_bundle(out).ok
     summary = capture_urls(out, [web.url("/pages/tea.html"), web.url("/pages/rhine.html")], opts)
-    assert summary.repaired == [f"{warc.name}: cut torn tail of 24 bytes at offset {good}"]
+    assert summary.repaired == [f"{warc.name}: cut a torn tail of 24 bytes at offset {good}, "
+                                f"kept in .amber-repaired/{warc.name}.tail-{good}"]
     assert summary.captured == 1 and summary.skipped == 1
     assert warc.stat().st_size == good
     assert verify_bundle(out).ok
