@@ -1,0 +1,120 @@
+"""Mistakes a new user makes, each answered with one line, the right exit code, and
+nothing left behind: wrong option values, paths of the wrong kind, files that are not
+what a command reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ambereval.engine.verification import deciding_evidence
+from ambereval.models.catalog import unknown_judge
+from ambereval.snapshots import capture_urls
+
+from conftest import fast_options, no_traceback, run_amber
+from fakeweb import FakeWeb
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("mistakes") / "bundle"
+    with FakeWeb() as web:
+        capture_urls(out, [web.url("/pages/tea.html")], fast_options(web, reader="direct"))
+    return out
+
+
+def one_line(done: object, code: int, message: str) -> None:
+    stderr = done.stderr  # type: ignore[attr-defined]
+    assert done.returncode == code, stderr  # type: ignore[attr-defined]
+    assert message in stderr and no_traceback(stderr), stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["verify", "BUNDLE", "--out", "OUT"],
+    ["evaluate", "BUNDLE", "--task", "tasks.json", "--out", "OUT"],
+    ["snapshot", "report", "report.md", "--out", "OUT"],
+    ["judge-bench", "pairs.jsonl", "--ledger", "OUT/l.sqlite"],
+])
+def test_an_unknown_ledger_mode_is_refused_before_anything_opens(
+        command: list[str], bundle: Path, tmp_path: Path) -> None:
+    (tmp_path / "report.md").write_text("# R\n\nA fact [1].\n\n[1] https://example.org/\n")
+    (tmp_path / "pairs.jsonl").write_text("")
+    (tmp_path / "tasks.json").write_text("[]")
+    args = [str(bundle) if a == "BUNDLE" else a for a in command]
+    done = run_amber(*args, "--ledger-mode", "bogus", cwd=tmp_path)
+    one_line(done, 2, "unknown --ledger-mode 'bogus' (hint: record, reuse, replay)")
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_evaluate_checks_its_inputs_before_creating_the_run(bundle: Path,
+                                                            tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text('{"id": "t1", "query": "q", "report": "other.md"}')
+    missing = run_amber("evaluate", str(tmp_path / "nope"), "--task", str(tasks),
+                        "--out", str(tmp_path / "r1"))
+    one_line(missing, 1, "no such bundle directory")
+    no_report = run_amber("evaluate", str(bundle), "--task", str(tasks),
+                          "--out", str(tmp_path / "r2"))
+    one_line(no_report, 2, "bundle holds no report")
+    assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists()
+
+
+def test_pack_refuses_an_out_it_cannot_write_and_leaves_nothing(bundle: Path,
+                                                               tmp_path: Path) -> None:
+    (tmp_path / "adir").mkdir()
+    one_line(run_amber("bundle", "pack", str(bundle), "--out", str(tmp_path / "adir")),
+             2, "adir: is a directory (hint: give the .wacz file to write)")
+    one_line(run_amber("bundle", "pack", str(bundle), "--out", str(tmp_path / "no/b.wacz")),
+             2, "no such directory")
+    one_line(run_amber("bundle", "pack", str(bundle), "--out", str(bundle / "b.wacz")),
+             2, "inside the bundle it packs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+    assert not list(bundle.glob("*.wacz")) and not list(bundle.glob(".*.tmp"))
+
+
+def test_a_directory_or_file_that_is_no_bundle_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "warcs").mkdir()
+    (tmp_path / "warcs" / "x.warc.gz").write_bytes(b"not a bundle")
+    for command in ("verify", "stats", "finish"):
+        one_line(run_amber("bundle", command, str(tmp_path / "warcs")), 1,
+                 "not an Amber bundle")
+        one_line(run_amber("bundle", command, str(tmp_path / "warcs" / "x.warc.gz")), 1,
+                 "x.warc.gz: is a file; a bundle is a directory")
+    (tmp_path / "b.wacz").write_bytes(b"PK")
+    one_line(run_amber("bundle", "verify", str(tmp_path / "b.wacz")), 1,
+             "(hint: unpack it first: amber bundle unpack)")
+
+
+def test_import_lrb_names_a_checklist_that_is_not_csv_text(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.csv"
+    garbage.write_bytes(bytes(range(128, 256)) * 8)
+    one_line(run_amber("import", "lrb", str(garbage), "--out", str(tmp_path / "t.json")), 2,
+             "garbage.csv: not UTF-8 text")
+    one_line(run_amber("import", "lrb", str(tmp_path), "--out", str(tmp_path / "t.json")), 2,
+             "is a directory, not a checklist CSV file")
+    good = tmp_path / "c.csv"
+    good.write_text("qid,question,checklist_id,checklist\nq1,Q?,1,Item\n")
+    (tmp_path / "out.json").mkdir()
+    one_line(run_amber("import", "lrb", str(good), "--out", str(tmp_path / "out.json")), 2,
+             "out.json: is a directory")
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_an_unknown_judge_lists_each_known_name_once() -> None:
+    hint = unknown_judge("zzzz", ["b-judge", "a-judge", "b-judge"]).hint or ""
+    assert "known judges: a-judge, b-judge (" in hint
+
+
+def test_the_evidence_shown_for_a_verdict_is_the_one_that_decided_it() -> None:
+    found = {"url": "u-found", "cited": False, "answer": "true"}
+    cited_true = {"url": "u-cited", "cited": True, "answer": "true"}
+    cited_none = {"url": "u-cited-none", "cited": True, "answer": "none"}
+    correct = {"verdict": "Correct", "evidence": [found, cited_none, cited_true]}
+    assert deciding_evidence(correct) == cited_true
+    incorrect = {"verdict": "Incorrect",
+                 "evidence": [cited_true, {**found, "answer": "false"}]}
+    assert deciding_evidence(incorrect)["url"] == "u-found"  # type: ignore[index]
+    unknown = {"verdict": "Unknown", "evidence": [found, cited_none]}
+    assert deciding_evidence(unknown) == cited_none
+    assert deciding_evidence({"verdict": "Unknown", "evidence": []}) is None
