@@ -141,6 +141,7 @@ def evaluate_cmd(
         protocols = invocation.protocols
         if any(p not in PROTOCOLS for p in protocols):
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
+        invocation.check_judges()
         plan_reports(invocation.bundles, invocation.tasks)
     with handled(f"the judge's answers so far are in {run_dir}/ledger.sqlite; "
                  f"`amber evaluate --resume {run_dir}` goes on from there"):

@@ -261,14 +261,10 @@ def _redo_hint(name: str) -> str:
     return entry.obtain_hint if entry else f"amber models add PATH --name {name}"
 
 
-def resolve_judge(name: str) -> Path:
-    """The verified GGUF file of the judge called ``name``.
-
-    Order: the default (inside its wheel); a registration (file present, sha256 as
-    registered); a catalog model found at its file name in the model directory but not yet
-    registered (checked against its pin, else trusted on first use, then registered). An
-    unknown name answers "did you mean …"; a known judge that is not here names the
-    command that gets it."""
+def locate_judge(name: str) -> Path:
+    """Where the judge called ``name`` is, without hashing it: the same "unknown judge" and
+    "not installed" errors as :func:`resolve_judge`, cheap enough to check a command line
+    before anything is written (``resolve_judge`` still verifies the file when opened)."""
     from ambereval.models.catalog import DEFAULT_JUDGE, JUDGES, judge_entry, unknown_judge
 
     root = model_dir()
@@ -279,17 +275,44 @@ def resolve_judge(name: str) -> Path:
         return default_judge_path()
     reg = regs.get(key) or (regs.get(entry.name) if entry else None)
     if reg is not None:
-        return check_registered(reg, root)
+        path = reg.path(root)
+        if not path.is_file():
+            raise ModelError(f"judge {reg.name!r}: registered file {path} is missing",
+                             hint=_redo_hint(reg.name))
+        return path
     if entry is None:
         raise unknown_judge(key, [j.name for j in JUDGES] + list(regs))
-    candidate = root / entry.file
-    if candidate.is_file():
-        source = (f"hf:{entry.repo}/{entry.file}" if entry.source == "hf"
-                  else f"{entry.source}:{entry.name}")
-        return check_registered(register_file(entry.name, candidate, source, entry.sha256,
-                                              root), root)
+    if (root / entry.file).is_file():
+        return root / entry.file
     raise ModelError(f"judge {entry.name!r} is not installed (looked in {root})",
                      hint=entry.obtain_hint)
+
+
+def resolve_judge(name: str) -> Path:
+    """The verified GGUF file of the judge called ``name``.
+
+    Order: the default (inside its wheel); a registration (file present, sha256 as
+    registered); a catalog model found at its file name in the model directory but not yet
+    registered (checked against its pin, else trusted on first use, then registered). An
+    unknown name answers "did you mean …"; a known judge that is not here names the
+    command that gets it."""
+    from ambereval.models.catalog import DEFAULT_JUDGE, judge_entry
+
+    candidate = locate_judge(name)  # the unknown / missing / not installed errors
+    root = model_dir()
+    regs = load_registrations(root)
+    key = name.strip()
+    entry = judge_entry(key)
+    if entry and entry.name == DEFAULT_JUDGE:
+        return candidate
+    reg = regs.get(key) or (regs.get(entry.name) if entry else None)
+    if reg is not None:
+        return check_registered(reg, root)
+    assert entry is not None  # locate_judge found its file
+    source = (f"hf:{entry.repo}/{entry.file}" if entry.source == "hf"
+              else f"{entry.source}:{entry.name}")
+    return check_registered(register_file(entry.name, candidate, source, entry.sha256,
+                                          root), root)
 
 
 def judge_statuses() -> list[dict[str, Any]]:

@@ -65,6 +65,15 @@ class Invocation:
     def write(self, run_dir: str | Path) -> None:
         write_atomic(Path(run_dir) / FILE, dump_json(self.as_dict()))
 
+    def check_judges(self) -> None:
+        """Fail now on a judge name nobody knows or a judge not installed (nothing is
+        hashed, loaded or written; :meth:`open_judges` verifies the files)."""
+        from ambereval.models.registry import locate_judge
+
+        for spec in self.judges:
+            if spec.kind == "name" and spec.name:
+                locate_judge(spec.name)
+
     def open_judges(self, ledger: str | Path, ledger_mode: str = "reuse",
                     concurrency: int | None = None, threads: int | None = None
                     ) -> list[tuple[str, Judge]]:
