@@ -94,6 +94,7 @@ def evaluate_cmd(
         evaluate_bundles,
         judges_width,
         plan_reports,
+        unscored,
     )
     from ambereval.engine.runs.executors import make_executor
     from ambereval.engine.runs.invocation import Invocation, judge_specs, read_invocation
@@ -163,4 +164,7 @@ def evaluate_cmd(
                      f"{result['stats']['reports']} reports were already finished")
     run_summary(result["stats"])
     print_scores(f"Run {out}", table["columns"], table["systems"])
+    for what, why, count in unscored(result["reports"]):
+        stdout.print(f"not scored: {what} on {count} of {len(result['reports'])} "
+                     f"report{'s' if len(result['reports']) != 1 else ''}: {why}", markup=False)
     stdout.print(f"per-report scores in {out / 'reports'}; table in {out / 'run.csv'}")

@@ -118,3 +118,17 @@ def test_the_evidence_shown_for_a_verdict_is_the_one_that_decided_it() -> None:
     unknown = {"verdict": "Unknown", "evidence": [found, cited_none]}
     assert deciding_evidence(unknown) == cited_none
     assert deciding_evidence({"verdict": "Unknown", "evidence": []}) is None
+
+
+def test_what_a_run_could_not_score_is_named_with_its_reason() -> None:
+    from ambereval.engine.runs.evaluate import unscored
+
+    no_subtasks = {"scores": None, "reason": "task has no subtasks (DailyReport needs them)"}
+    docs = [{"bundle": "b1", "report_id": "r1", "judges": {"j": {
+                "dailyreport": no_subtasks,
+                "dr3": {"if": {"score": None, "reason": "task has no checklist"},
+                        "dq": {"score": 40, "reason": ""}}}}},
+            {"bundle": "b2", "report_id": "r1", "judges": {"j": {"dailyreport": no_subtasks}}}]
+    assert unscored(docs) == [
+        ("dailyreport", "task has no subtasks (DailyReport needs them)", 2),
+        ("dr3.if", "task has no checklist", 1)]

@@ -281,6 +281,27 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
             "reports": results, "stats": stats}
 
 
+def unscored(results: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    """What the run could not score and why, from the per-report documents: (what,
+    reason, reports), e.g. ``("dailyreport", "task has no subtasks ...", 3)``, sorted."""
+    seen: dict[tuple[str, str], set[str]] = {}
+
+    def walk(node: Any, path: str, report: str) -> None:
+        if isinstance(node, dict):
+            empty = ("score" in node and node["score"] is None) or \
+                ("scores" in node and node["scores"] is None)
+            if empty and isinstance(node.get("reason"), str):
+                seen.setdefault((path, node["reason"]), set()).add(report)
+                return
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else key, report)
+
+    for doc in results:
+        for by_protocol in (doc.get("judges") or {}).values():
+            walk(by_protocol, "", f"{doc.get('bundle')}/{doc.get('report_id')}")
+    return sorted((what, why, len(reports)) for (what, why), reports in seen.items())
+
+
 def _suggest_workers(executor: Any, setup: RunSetup, reports: int) -> None:
     """One line when ``auto`` left an in-process judge to take many reports one at a time
     on a machine with many cores: worker processes would use them (same result)."""
