@@ -135,7 +135,8 @@ def show_cmd(
     with handled(), Bundle.open(bundle) as b:
         cap = b.read_capture(ref)
     doc = {
-        "capture_id": cap.capture_id, "url": cap.url, "state": cap.state, "status": cap.status,
+        "capture_id": cap.capture_id, "url": cap.url, "final_url": cap.final_url,
+        "state": cap.state, "status": cap.status,
         "error": cap.error, "content_type": cap.content_type, "title": cap.title,
         "text_status": cap.text_status, "response_record": cap.response_record,
         "text_record": cap.text_record, "warc_file": cap.warc_file, "offset": cap.offset,
@@ -145,8 +146,8 @@ def show_cmd(
         print_json(doc)
         return
     for key, value in doc.items():
-        if key != "text":
-            stdout.print(f"{key}: {value}")
+        if key != "text" and not (key == "final_url" and value is None):
+            stdout.print(f"{key}: {value}", markup=False)
     if cap.text is not None:
         stdout.print("")
         stdout.print(cap.text, markup=False)

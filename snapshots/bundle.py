@@ -68,6 +68,7 @@ class StoredCapture:
     text_record: str | None
     warc_file: str | None
     offset: int | None
+    final_url: str | None = None  # where redirects led, when they did
 
 
 class Bundle:
@@ -395,6 +396,7 @@ class Bundle:
             text_record=text_row["record_id"] if text_row else None,
             warc_file=where.get("warc_file"),
             offset=where.get("offset"),
+            final_url=row["final_url"] if row["final_url"] != row["url"] else None,
         )
 
     def links_for_claim(self, claim_id: str) -> list[dict[str, Any]]:

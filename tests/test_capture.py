@@ -9,7 +9,7 @@ import pytest
 
 from ambereval.snapshots import Bundle, ClaimInput, capture_claims, capture_urls, verify_bundle
 
-from conftest import example_claims, fast_options
+from conftest import example_claims, fast_options, run_amber
 from fakeweb import FakeWeb
 
 
@@ -135,9 +135,15 @@ def test_redirects_and_gzip_are_archived_faithfully(web: FakeWeb, tmp_path: Path
                                  "ORDER BY target_uri")
         assert {r["target_uri"] for r in responses} >= {web.url("/redirect"),
                                                         web.url("/pages/louvre.html")}
+        assert b.read_capture(web.url("/redirect")).final_url == web.url("/pages/louvre.html")
         gz = b.read_capture(web.url("/gzip/pages/tea.html"))
         assert "largest producer of tea" in (gz.text or "")
         assert ("Content-Encoding", "gzip") in gz.response_headers
+        assert gz.final_url is None  # not redirected
+    shown = run_amber("bundle", "show", str(out), web.url("/redirect"))
+    assert f"final_url: {web.url('/pages/louvre.html')}" in shown.stdout.splitlines()
+    assert "final_url" not in run_amber("bundle", "show", str(out),
+                                        web.url("/gzip/pages/tea.html")).stdout
 
 
 def test_rerun_fetches_only_what_is_missing(web: FakeWeb, tmp_path: Path) -> None:
