@@ -86,7 +86,13 @@ def _render(summary: CaptureSummary, as_json: bool) -> None:
         table.add_row(name, str(getattr(summary, name)))
     stdout.print(table)
     for failure in summary.failures[:20]:
-        stdout.print(f"failed: {failure['url']} ({failure['error']})")
+        stdout.print(f"failed: {failure['url']} ({failure['error']})", markup=False)
+    if len(summary.failures) > 20:
+        stdout.print(f"... and {len(summary.failures) - 20} more failures (--json lists all)")
+    if summary.failed and not summary.captured and not summary.skipped:
+        stderr.print(f"amber: warning: no page was captured ({summary.failed} failed), so the "
+                     "bundle holds no evidence; check the reasons above (is --reader jina "
+                     "able to reach these pages? try --reader direct)", markup=False)
 
 
 @app.command("claims")

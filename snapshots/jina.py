@@ -7,7 +7,7 @@ import re
 
 from ambereval.errors import ServiceError
 from ambereval.snapshots.page import PageFetch
-from ambereval.snapshots.transport import Transport
+from ambereval.snapshots.transport import Exchange, Transport
 
 DEFAULT_JINA_URL = "https://r.jina.ai"
 _TARGET_ERROR = re.compile(r"returned error (\d{3})")
@@ -61,7 +61,7 @@ class JinaReader:
                 hint="check JINA_API_KEY and the account's balance",
             )
         if exchange.error is not None or not exchange.ok:
-            result.error = exchange.error or f"HTTP {exchange.status}"
+            result.error = exchange.error or f"HTTP {exchange.status}{_said(exchange)}"
             result.permanent = exchange.permanent
             return result
         body = result.body_of(exchange)
@@ -109,3 +109,18 @@ class JinaReader:
         result.extractor = "jina"
         result.text_status = "ok" if text else "empty"
         return result
+
+
+def _said(exchange: Exchange) -> str:
+    """``: <the reader's own message>`` from a JSON error body, else nothing."""
+    try:
+        data = json.loads(exchange.decoded_body() or b"")
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    message = data.get("message") or data.get("readableMessage")
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    text = " ".join(message.split())
+    return f": {text[:200]}{'…' if len(text) > 200 else ''}"

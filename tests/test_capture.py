@@ -94,6 +94,14 @@ def test_jina_target_404_is_a_failed_capture(web: FakeWeb, tmp_path: Path) -> No
         assert cap.state == "failed" and cap.status == 404 and cap.text is None
 
 
+def test_a_reader_error_says_what_the_reader_said(web: FakeWeb, tmp_path: Path) -> None:
+    dead = "http://127.0.0.1:9/gone"  # the reader cannot reach it: HTTP 422 with a message
+    summary = capture_urls(tmp_path / "b", [dead], fast_options(web, reader="jina"))
+    [failure] = summary.failures
+    assert failure["error"] == (f"HTTP 422: Failed to goto {dead}: "
+                                "net::ERR_CONNECTION_REFUSED")
+
+
 def test_text_status_for_empty_plain_and_unsupported_pages(web: FakeWeb, tmp_path: Path) -> None:
     out = tmp_path / "b"
     urls = [web.url(p) for p in ("/pages/empty.html", "/pages/notes.txt", "/pages/report.pdf")]

@@ -132,3 +132,13 @@ def test_what_a_run_could_not_score_is_named_with_its_reason() -> None:
     assert unscored(docs) == [
         ("dailyreport", "task has no subtasks (DailyReport needs them)", 2),
         ("dr3.if", "task has no checklist", 1)]
+
+
+def test_a_snapshot_that_captured_nothing_says_so(web: FakeWeb, tmp_path: Path) -> None:
+    urls = tmp_path / "urls.txt"
+    urls.write_text("http://127.0.0.1:9/gone\n")
+    done = run_amber("snapshot", "urls", str(urls), "--out", str(tmp_path / "b"),
+                     env=web.env())
+    assert done.returncode == 0, done.stderr  # the failure is recorded; a rerun retries it
+    assert "failed: http://127.0.0.1:9/gone (HTTP 422: Failed to goto" in done.stdout
+    assert "amber: warning: no page was captured (1 failed)" in done.stderr
