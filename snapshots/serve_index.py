@@ -67,8 +67,15 @@ class Conflict:
 
 
 def _where(item: Frozen) -> str:
-    ref = item.capture_id or (item.response.record_id if item.response else "?")
+    ref = (f"capture {item.capture_id}" if item.capture_id else
+           f"record {item.response.record_id}" if item.response else "?")
     return f"{item.bundle} {ref} ({item.captured_at})"
+
+
+def _same_bytes(a: Frozen, b: Frozen) -> bool:
+    """Two captures of one request that do not conflict: the same payload and status. A
+    redirect hop's status is not indexed (None); its payload decides alone."""
+    return a.digest == b.digest and (a.status == b.status or None in (a.status, b.status))
 
 
 def _parse_warcinfo(body: bytes) -> dict[str, str]:
@@ -231,11 +238,11 @@ class FrozenWeb:
             if first.service == "jina":
                 self._reader_urls.add(first.key.split(" ", 1)[0])
             self.counts[first.service] += 1
-            seen = {(first.digest, first.status)}
+            seen = [first]
             for other in items[1:]:
-                if (other.digest, other.status) in seen:
+                if any(_same_bytes(other, s) for s in seen):
                     continue
-                seen.add((other.digest, other.status))
+                seen.append(other)
                 self.conflicts.append(Conflict(first.service, first.label, _where(first),
                                                _where(other)))
 

@@ -207,6 +207,18 @@ def test_several_bundles_earliest_capture_wins_and_conflicts_listed(tmp_path: Pa
     answer.close()
 
 
+def test_the_hops_of_one_redirect_loop_are_no_conflict(tmp_path: Path) -> None:
+    with FakeWeb() as web:
+        capture_urls(tmp_path / "b", [web.url("/loop"), web.url("/redirect")],
+                     options(web.env(), reader="direct"))
+        loop = web.url("/loop")
+    frozen = FrozenWeb([tmp_path / "b"])
+    assert frozen.conflicts == []
+    answer = frozen.page("GET", loop)
+    assert answer.match == "exact" and answer.status == 302  # replayed as it looped
+    answer.close()
+
+
 def test_bad_bundle_and_port_in_use_are_one_line_errors(captured: dict, tmp_path: Path) -> None:
     with pytest.raises(BundleError):
         FrozenWeb([tmp_path / "nope"])
