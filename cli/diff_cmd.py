@@ -67,6 +67,8 @@ def _render(diff: dict[str, Any], limit: int) -> None:
         stdout.print(t)
     else:
         stdout.print("inputs: the same")
+    if diff["prompts"].get("not_compared"):
+        stdout.print(f"prompts: not compared, {escape(diff['prompts']['not_compared'])}")
     for side in ("only_a", "only_b"):
         for p in diff["prompts"][side]:
             stdout.print(f"prompt only in {side[-1].upper()}: {p['sha256'][:16]}  "

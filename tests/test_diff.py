@@ -120,3 +120,16 @@ def test_verify_outputs_compare_too(runs: Runs, tmp_path: Path) -> None:
     diff = diff_runs(runs.verify, copy)
     assert [v["item"] for v in diff["verdicts"]] == [first["id"]]
     assert {s["column"] for s in diff["scores"]} >= {"verify.correct"}
+
+
+def test_a_verify_output_whose_ledger_lives_elsewhere_is_not_a_prompt_difference(
+        runs: Runs, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "verify"  # `amber verify --ledger L`: no ledger in the output
+    shutil.copytree(runs.verify, elsewhere)
+    (elsewhere / "ledger.sqlite").unlink()
+    diff = diff_runs(runs.verify, elsewhere)
+    assert diff["identical"], diff
+    assert diff["prompts"] == {"only_a": [], "only_b": [],
+                               "not_compared": f"b ({elsewhere}) has no ledger.sqlite"}
+    done = run_amber("diff", str(runs.verify), str(elsewhere), "--exit-code")
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -14,7 +14,8 @@ manifest order (a different judge is itself an input difference).
 Output format ``amber-diff/1``:
   ``identical``  no input, score or verdict differs
   ``inputs``     [{field, a, b}] for every differing input leaf (``rules.dr3.cc_fuzzy``)
-  ``prompts``    {only_a, only_b}: system-prompt digests with the prompt's first words
+  ``prompts``    {only_a, only_b}: system-prompt digests with the prompt's first words;
+                 ``not_compared`` says why when a side has no ledger.sqlite
   ``reports``    {only_a, only_b}: report names present in one run only
   ``scores``     [{report, system, column, a, b, delta}] sorted by |delta| (None last)
   ``systems``    the same per system mean
@@ -122,9 +123,15 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
     inputs = [{"field": k, "a": ia.get(k), "b": ib.get(k)}
               for k in sorted(set(ia) | set(ib))
               if ia.get(k) != ib.get(k) and not _unshared_rule(k, a, b)]
-    pa, pb = prompt_digests(run_a), prompt_digests(run_b)
-    prompts = {"only_a": [{"sha256": k, "starts": v} for k, v in pa.items() if k not in pb],
-               "only_b": [{"sha256": k, "starts": v} for k, v in pb.items() if k not in pa]}
+    prompts: dict[str, Any] = {"only_a": [], "only_b": []}
+    missing = [f"{side} ({path}) has no ledger.sqlite" for side, path in
+               (("a", run_a), ("b", run_b)) if not (path / "ledger.sqlite").is_file()]
+    if missing:  # a verify run given --ledger elsewhere: its prompts are not here to compare
+        prompts["not_compared"] = "; ".join(missing)
+    else:
+        pa, pb = prompt_digests(run_a), prompt_digests(run_b)
+        prompts["only_a"] = [{"sha256": k, "starts": v} for k, v in pa.items() if k not in pb]
+        prompts["only_b"] = [{"sha256": k, "starts": v} for k, v in pb.items() if k not in pa]
 
     reps_a = {_report_key(r): r for r in a.reports}
     reps_b = {_report_key(r): r for r in b.reports}
