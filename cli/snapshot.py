@@ -34,7 +34,9 @@ Concurrency = Annotated[int, typer.Option("--concurrency", "-j", min=1, max=64,
 Json = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 JinaOpt = Annotated[list[str] | None, typer.Option(
     "--jina-option", help="Extra Jina header, e.g. X-Return-Format=markdown (repeatable).")]
-Retries = Annotated[int, typer.Option("--retries", min=1, max=20, help="Attempts per request.")]
+Retries = Annotated[int, typer.Option(
+    "--attempts", "--retries", min=1, max=20,
+    help="Attempts per request, the first try included (--retries is the older name).")]
 Timeout = Annotated[float, typer.Option(
     "--timeout", min=0.1, help="Seconds for one fetch in total: connect, headers and body.")]
 AllowPrivate = Annotated[bool, typer.Option(

@@ -26,7 +26,7 @@ def test_snapshot_claims_json_summary(web: FakeWeb, tmp_path: Path) -> None:
     claims = write_claims(tmp_path / "claims.jsonl", example_claims(web))
     out = tmp_path / "b"
     done = run_amber("snapshot", "claims", str(claims), "--out", str(out), "--json",
-                     "--backoff", "0.01", "--retries", "2", "--rate", "0", env=web.env())
+                     "--backoff", "0.01", "--attempts", "2", "--rate", "0", env=web.env())
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     summary = json.loads(done.stdout)
