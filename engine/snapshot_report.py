@@ -37,6 +37,7 @@ def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
     if not report.text.strip():
         raise InputError(f"{report_path}: the report is empty")
     task = load_task(task_path, report_path.name) if task_path else None
+    _refuse_another_input(Path(out), report_path, report.text)
     claims, account = extract_report_claims(report, judge, extractor, progress)
     meta = {"extractor": extractor, "judge": judge.backend.identity()["model"],
             "extract_prompt_sha256": content_key([EXTRACT_PROMPT, EXTRACT_SCHEMA]),
@@ -52,3 +53,35 @@ def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
         return CaptureSummary(str(out)), claims, account
     summary = capture_claims(out, inputs, options, progress)
     return summary, claims, account
+
+
+def _refuse_another_input(out: Path, report_path: Path, text: str) -> None:
+    """Claim ids (c1, c2, ...) are the bundle's keys: a bundle that already holds claims
+    of another report, or of a claims file, would have them overwritten. Refused before
+    the judge runs; a rerun of the same report into its own bundle goes on."""
+    import hashlib
+
+    from ambereval.snapshots.bundle import INDEX_PATH
+
+    if not (out / INDEX_PATH).is_file():
+        return
+    report_id = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    with Bundle.open(out) as bundle:
+        rows = bundle.index.rows("SELECT id, extra FROM claims ORDER BY ordinal, id")
+    others = [r["id"] for r in rows if _report_of(r["extra"]) != report_id]
+    if others:
+        raise InputError(
+            f"{out}: already holds {len(others)} claim{'s' if len(others) != 1 else ''} of "
+            f"another input (first: "
+            f"{others[0]!r}); snapshotting {report_path.name} there would overwrite them",
+            hint="give each report its own --out bundle")
+
+
+def _report_of(extra: str | None) -> str | None:
+    import json
+
+    try:
+        value = json.loads(extra or "null")
+    except ValueError:
+        return None
+    return value.get("report_id") if isinstance(value, dict) else None

@@ -142,3 +142,26 @@ def test_a_snapshot_that_captured_nothing_says_so(web: FakeWeb, tmp_path: Path) 
     assert done.returncode == 0, done.stderr  # the failure is recorded; a rerun retries it
     assert "failed: http://127.0.0.1:9/gone (HTTP 422: Failed to goto" in done.stdout
     assert "amber: warning: no page was captured (1 failed)" in done.stderr
+
+
+def test_snapshot_report_never_overwrites_claims_of_another_input(web: FakeWeb,
+                                                                  tmp_path: Path) -> None:
+    def report(name: str, fact: str) -> Path:
+        path = tmp_path / name
+        path.write_text(f"# R\n\n{fact} [1].\n\n## References\n"
+                        f"[1] {web.url('/pages/tea.html')}\n")
+        return path
+
+    out = tmp_path / "b"
+    args = ["--out", str(out), "--extractor", "sentences", "--top-k", "0",
+            "--reader", "direct", "--allow-private-addresses"]
+    first = report("one.md", "China grows the most tea")
+    assert run_amber("snapshot", "report", str(first), *args, env=web.env()).returncode == 0
+    again = run_amber("snapshot", "report", str(first), *args, env=web.env())
+    assert again.returncode == 0, again.stderr  # the same report into its own bundle
+    before = (out / "evidence" / "amber.sqlite").read_bytes()
+    other = run_amber("snapshot", "report", str(report("two.md", "India grows tea too")),
+                      *args, env=web.env())
+    one_line(other, 2, "already holds 1 claim of another input (first: 'c1'); "
+                       "snapshotting two.md there would overwrite them")
+    assert (out / "evidence" / "amber.sqlite").read_bytes() == before
