@@ -154,17 +154,25 @@ def show_cmd(
 
 
 @app.command("finish")
-def finish_cmd(bundle: BundleArg, as_json: Json = False) -> None:
+def finish_cmd(
+    bundle: BundleArg,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Re-seal a finished bundle whose files were changed since (its "
+        "manifest is rewritten to match them; any signature is dropped).")] = False,
+    as_json: Json = False,
+) -> None:
     """Rebuild pages.jsonl, the CDXJ index and the manifest from the WARCs.
 
-    The repair after a failed finish or an interrupted capture; nothing is fetched.
+    The repair after a failed finish or an interrupted capture; nothing is fetched. A
+    finished bundle whose files no longer match its manifest is refused (exit 3) unless
+    --force.
 
     Example: amber bundle finish bundle/
     """
     from ambereval.snapshots import finish_bundle
 
     with handled():
-        notes = finish_bundle(bundle)
+        notes = finish_bundle(bundle, force=force)
     if as_json:
         print_json({"bundle": str(bundle), "repaired": list(notes)})
         return

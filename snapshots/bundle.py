@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ambereval.errors import BundleError
+from ambereval.errors import BundleError, VerificationError
 from ambereval.snapshots import manifest
 from ambereval.snapshots.index import Index
 from ambereval.snapshots.warc import Clock, IdFactory, WarcFile, new_record_id, read_record, utc_now
@@ -406,12 +406,27 @@ class Bundle:
         )
 
 
-def finish_bundle(root: str | Path) -> list[str]:
+def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
     """Rebuild a bundle's derived files and manifest (the repair after a failed finish or
-    an interrupted capture); returns the notes of the torn-tail repair, if any."""
+    an interrupted capture); returns the notes of the torn-tail repair, if any.
+
+    A finished bundle whose files no longer match its manifest (after torn tails are
+    taken out) was changed after it was sealed: it is refused, so a finish never makes
+    edited evidence verify. ``force`` re-seals it anyway (any signature is dropped)."""
+    from ambereval.snapshots.verify import manifest_mismatch
+
     root = Path(root)
     Bundle.open(root).close()  # it must already be a bundle: never create one here
+    sealed = unfinished_state(root) is None and (root / manifest.MANIFEST).is_file()
     with Bundle.create(root) as bundle:
+        changed = manifest_mismatch(root) if sealed and not force else None
+        if changed is not None:
+            (root / UNFINISHED).unlink(missing_ok=True)  # as sealed as before: no marker
+            raise VerificationError(
+                f"{root}: changed after it was finished ({changed}); finish repairs "
+                "interrupted captures, it does not re-seal edited files",
+                hint="restore the bundle, or re-seal it on purpose with "
+                     "`amber bundle finish --force` (drops any signature)")
         bundle.finalize()
         return list(bundle.repaired)
 

@@ -275,6 +275,19 @@ def _check_index(bundle: Bundle) -> None:
             raise _Stop(Mismatch(db, None, bad["record_id"], f"capture {bad['id']}: {message}"))
 
 
+def manifest_mismatch(root: str | Path) -> Mismatch | None:
+    """The first file of a bundle that no longer matches its manifest (or the manifest
+    its digest), or None: the byte check of :func:`verify_bundle` alone, without the
+    index and WARC checks or the unfinished-bundle wording."""
+    report = VerifyReport(str(root))
+    try:
+        _check_digest(Path(root), report, False, None)
+        _check_manifest(Path(root), report)
+    except _Stop as stop:
+        return stop.mismatch
+    return None
+
+
 def verify_bundle(root: str | Path, require_signature: bool = False,
                   trusted_keys: list[ec.EllipticCurvePublicKey] | None = None) -> VerifyReport:
     """Check a bundle end to end; ``report.mismatch`` names the first problem.

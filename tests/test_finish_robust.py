@@ -214,3 +214,23 @@ def test_finish_refuses_a_warc_the_bundle_did_not_write(first: Path, tmp_path: P
     assert done.returncode == 1 and no_traceback(done.stderr)
     assert "archive/example.warc.gz was not written by this bundle" in done.stderr
     assert stranger.exists() and (root / "datapackage.json").read_bytes() == before
+
+
+def test_finish_never_reseals_a_bundle_edited_after_it_was_finished(first: Path,
+                                                                    tmp_path: Path) -> None:
+    import sqlite3
+
+    root = copy(first, tmp_path)
+    db = sqlite3.connect(root / "evidence" / "amber.sqlite")
+    db.execute("UPDATE captures SET error = 'edited' WHERE 1")
+    db.commit()
+    db.close()
+    done = run_amber("bundle", "finish", str(root))
+    assert done.returncode == 3 and no_traceback(done.stderr)
+    assert "changed after it was finished (evidence/amber.sqlite" in done.stderr
+    assert unfinished_state(root) is None  # no marker that a second finish could use
+    assert run_amber("bundle", "finish", str(root)).returncode == 3
+    assert not verify_bundle(root).ok
+    forced = run_amber("bundle", "finish", str(root), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert verify_bundle(root).ok
