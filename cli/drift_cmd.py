@@ -51,9 +51,9 @@ def drift_cmd(
         print_json(result)
         return
     counts = ", ".join(f"{k} {v}" for k, v in result["counts"].items() if v)
-    from rich.table import Table  # the table view only: rich is slow to import
+    from rich.table import Column, Table  # the table view only: rich is slow to import
 
-    table = Table("state", "kind", "url", "status", "similarity",
+    table = Table("state", "kind", Column("url", overflow="fold"), "status", "similarity",
                   title=f"Drift of {escape(str(bundle))}: {counts}")
     for e in result["captures"][:limit]:
         old, new = e["old"] or {}, e["new"] or {}
@@ -62,5 +62,9 @@ def drift_cmd(
         table.add_row(e["state"], e.get("kind") or "", escape(e.get("url") or ""), status,
                       "-" if sim is None else f"{sim:.3f}")
     stdout.print(table)
+    if result["counts"].get("refused"):
+        stdout.print(f"refused: {result['counts']['refused']} captures were not fetched again "
+                     "(the address policy; this bundle holds local or private addresses: "
+                     "add --allow-private-addresses)", markup=False)
     if result["out"]:
         stdout.print(f"new captures written to {result['out']}")

@@ -13,15 +13,17 @@ of the canonical request, the same in both bundles) and compared:
                 ``similarity`` is the word-level difflib ratio, 1.0 = identical), ``gone``
                 (captured before, fails now), ``back`` (failed before, captured now),
                 ``failing`` (failed both times), ``new`` (only in the new capture: a page
-                the new search results lead to), ``not-refetchable`` (imported corpus
-                pages: nothing to fetch)
+                the new search results lead to), ``refused`` (this run's address
+                policy would not fetch it again: a bundle of local pages needs
+                ``--allow-private-addresses``; nothing is known about the page),
+                ``not-refetchable`` (imported corpus pages: nothing to fetch)
 ``status``      old and new HTTP status; ``payload_sha256`` old and new
 ``results``     for searches: old and new result links, and the share of the old top
                 links still present (``similarity``)
 
 Result format ``amber-drift/1``: ``bundle``, ``out`` (or null), ``counts`` per state,
 ``captures`` (most changed first: changed by similarity, gone, back, new, failing,
-same-text, unchanged), and the capture summary of the new capture.
+refused, same-text, unchanged), and the capture summary of the new capture.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ from ambereval.snapshots.capture import CaptureOptions, capture_claims, capture_
 from ambereval.snapshots.claims_input import ClaimInput
 
 DRIFT_FORMAT = "amber-drift/1"
-ORDER = ("changed", "gone", "back", "new", "failing", "same-text", "unchanged",
+ORDER = ("changed", "gone", "back", "new", "failing", "refused", "same-text", "unchanged",
          "not-refetchable")
+REFUSED = "refused to connect:"  # the address policy's words (address_policy._refusal)
 REFETCHABLE = ("jina", "direct", "serper")
 MAX_WORDS = 50_000
 
@@ -160,7 +163,10 @@ def _compare(old: Bundle, new: Bundle, o: dict[str, Any] | None,
         entry["reason"] = "not fetched again"
         return entry
     ok_o, ok_n = o["state"] == "ok", n["state"] == "ok"
-    if not ok_o and not ok_n:
+    if not ok_n and str(n.get("error") or "").startswith(REFUSED):
+        entry["state"] = "refused"  # not asked again: says nothing about the web
+        entry["reason"] = n["error"]
+    elif not ok_o and not ok_n:
         entry["state"] = "failing"
     elif ok_o and not ok_n:
         entry["state"] = "gone"

@@ -124,3 +124,23 @@ def test_imported_corpus_pages_are_not_refetched(tmp_path: Path) -> None:
         {"not-refetchable"}
     with Bundle.open(tmp_path / "new") as b, Bundle.open(bundle) as old:
         assert b.report_text() == old.report_text()
+
+
+def test_a_refetch_the_address_policy_refuses_is_refused_not_gone(tmp_path: Path) -> None:
+    with FakeWeb() as web:
+        bundle = tmp_path / "bundle"
+        capture_claims(bundle, [ClaimInput("c1", "Tea.", (web.url("/pages/tea.html"),))],
+                       fast_options(web, reader="direct"))  # a local site: allowed then
+        strict = run_amber("bundle", "drift", str(bundle), "--json",
+                           env={**web.env(), "AMBER_ALLOW_PRIVATE_ADDRESSES": "0"})
+        assert strict.returncode == 0, strict.stderr
+        doc = json.loads(strict.stdout)
+        assert doc["counts"].get("gone", 0) == 0 and doc["counts"]["refused"] == 1
+        [entry] = [e for e in doc["captures"] if e["state"] == "refused"]
+        assert entry["reason"].startswith("refused to connect: loopback address")
+        text = run_amber("bundle", "drift", str(bundle),
+                         env={**web.env(), "AMBER_ALLOW_PRIVATE_ADDRESSES": "0"})
+        assert "add --allow-private-addresses" in text.stdout
+        allowed = run_amber("bundle", "drift", str(bundle), "--json", env=web.env())
+        counts = json.loads(allowed.stdout)["counts"]
+        assert {k: v for k, v in counts.items() if v} == {"unchanged": 1}
