@@ -99,15 +99,27 @@ def _read_json(path: Path) -> Any:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [row for _, row in _numbered_jsonl(path)]
+
+
+def _numbered_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; [] when the file is absent."""
     if not path.is_file():
         return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except ValueError:
                 raise InputError(f"{path}:{n}: invalid JSON") from None
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{n}: expected a JSON object")
+            rows.append((n, row))
     return rows
 
 
@@ -122,14 +134,16 @@ def import_dr3(dataset: str | Path, out: str | Path, size: str = "32k",
     With ``reports`` (a ``<ctx>/<model>`` folder), each ``<NNN>/final_report.md`` is
     stored in its task's bundle, ready for ``amber evaluate --protocol dr3``."""
     dataset, out = Path(dataset), Path(out)
-    queries = _jsonl(dataset / "query.jsonl")
+    queries = _numbered_jsonl(dataset / "query.jsonl")
     if not queries:
         raise InputError(f"{dataset}: no query.jsonl (is this a DR3-Eval dataset folder?)")
+    for line, q in queries:  # every row first: a bad row is named before any work
+        if q.get("id", q.get("number")) is None or not q.get("query"):
+            raise InputError(f"{dataset / 'query.jsonl'}:{line}: the row lacks "
+                             "id (or number) or query")
     tasks: list[Task] = []
-    for q in queries:
+    for _, q in queries:
         raw_id = q.get("id", q.get("number"))
-        if raw_id is None or not q.get("query"):
-            raise InputError(f"{dataset / 'query.jsonl'}: a row lacks id/number or query")
         task_id = f"{int(raw_id):03d}" if str(raw_id).isdigit() else str(raw_id)
         folder = dataset / task_id
         corpus_path = folder / f"long_context_sampled_{size}.json"

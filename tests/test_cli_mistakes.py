@@ -165,3 +165,17 @@ def test_snapshot_report_never_overwrites_claims_of_another_input(web: FakeWeb,
     one_line(other, 2, "already holds 1 claim of another input (first: 'c1'); "
                        "snapshotting two.md there would overwrite them")
     assert (out / "evidence" / "amber.sqlite").read_bytes() == before
+
+
+def test_import_dr3_names_the_file_and_line_it_cannot_read(tmp_path: Path) -> None:
+    data = tmp_path / "dr3"
+    data.mkdir()
+    (data / "query.jsonl").write_bytes(b"\xf6\x00garbage")
+    one_line(run_amber("import", "dr3", str(data), "--out", str(tmp_path / "o")), 2,
+             "query.jsonl: not UTF-8 text (byte 0)")
+    (data / "query.jsonl").write_text('{"id": 1, "query": "q"}\n\n{"id": 2}\n')
+    one_line(run_amber("import", "dr3", str(data), "--out", str(tmp_path / "o")), 2,
+             "query.jsonl:3: the row lacks id (or number) or query")
+    (data / "query.jsonl").write_text('[1, 2]\n')
+    one_line(run_amber("import", "dr3", str(data), "--out", str(tmp_path / "o")), 2,
+             "query.jsonl:1: expected a JSON object")
