@@ -39,7 +39,7 @@ def judge_bench_cmd(
     seed: Seed = 0,
     ledger: LedgerPath = None,
     ledger_mode: LedgerMode = "reuse",
-    limit: Annotated[int | None, typer.Option(help="Only the first N pairs.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N pairs.")] = None,
     retrieve: Annotated[int | None, typer.Option(
         "--retrieve", min=1, help="Pairs carry whole pages: judge only the top-K retrieved "
         "chunks, and report recall@K of the gold evidence.")] = None,
@@ -76,6 +76,8 @@ def judge_bench_cmd(
         fail("--ledger-mode replay needs --ledger PATH", exit_code=2)
     if (data is None) == (suite is None):
         fail("give one labeled set (DATA.jsonl) or --suite DIR", exit_code=2)
+    if suite is None and (split != "full" or out is not None):
+        fail("--split and --out go with --suite DIR", exit_code=2)
     if suite is not None:
         return _suite(suite, split, out, limit, retrieve, as_json, decision, lambda: open_judge(
             judge_model, judge_url, judge_name, ledger, ledger_mode, n_ctx=judge_ctx,

@@ -399,7 +399,7 @@ def add_model(path: str | Path, name: str | None = None) -> Registration:
 def verify_judges(names: list[str] | None = None) -> list[dict[str, Any]]:
     """Re-hash registered judges (all, or ``names``): each with ``ok`` and the error when
     its file is missing or its sha256 is not the registered (or pinned) one."""
-    from ambereval.models.catalog import judge_entry, unknown_judge
+    from ambereval.models.catalog import JUDGES, judge_entry, unknown_judge
 
     root = model_dir()
     regs = load_registrations(root)
@@ -408,7 +408,7 @@ def verify_judges(names: list[str] | None = None) -> list[dict[str, Any]]:
         if missing:
             entry = judge_entry(missing[0])
             if entry is None:
-                raise unknown_judge(missing[0], list(regs))
+                raise unknown_judge(missing[0], [j.name for j in JUDGES] + list(regs))
             raise ModelError(f"judge {entry.name!r} is not registered", hint=entry.obtain_hint)
     out: list[dict[str, Any]] = []
     for name in names or list(regs):

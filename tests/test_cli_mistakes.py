@@ -179,3 +179,13 @@ def test_import_dr3_names_the_file_and_line_it_cannot_read(tmp_path: Path) -> No
     (data / "query.jsonl").write_text('[1, 2]\n')
     one_line(run_amber("import", "dr3", str(data), "--out", str(tmp_path / "o")), 2,
              "query.jsonl:1: expected a JSON object")
+
+
+def test_judge_bench_refuses_options_that_would_be_ignored(tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"id": "p1", "claim": "a", "evidence": "a", "label": "supported"}\n')
+    for bad in (["--limit", "0"], ["--limit", "-1"]):
+        done = run_amber("judge-bench", str(pairs), *bad)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    one_line(run_amber("judge-bench", str(pairs), "--split", "test"), 2,
+             "--split and --out go with --suite DIR")
