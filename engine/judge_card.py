@@ -210,9 +210,13 @@ def card_entry(judge: Judge, label: str | None = None) -> dict[str, Any]:
     elif kappa < KAPPA_FLOOR:
         warning = (f"judge {name} measured mean kappa {kappa:.3f} < {KAPPA_FLOOR}: its "
                    "verdicts are close to chance")
-    if warning:
+    if warning and (sha, kappa) not in _WARNED:  # once per judge and card, not per report
+        _WARNED.add((sha, kappa))
         _log.warning("amber: warning: %s", warning)
     return {"sha256": sha, "card": card, "mean_kappa": kappa, "warning": warning}
+
+
+_WARNED: set[tuple[str, Any]] = set()  # (judge sha256, its kappa) already warned about
 
 
 def card_entries(judges: list[tuple[str, Judge]]) -> dict[str, dict[str, Any]]:

@@ -192,3 +192,16 @@ def test_judge_bench_cli_usage_errors(tmp_path: Path) -> None:
                      env={"AMBER_HOME": str(tmp_path / "h")})
     assert done.returncode == 2 and "no such suite directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_judge_is_warned_about_once_whatever_it_is_called(
+        home: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from ambereval.engine import judge_card
+
+    judge_card._WARNED.clear()  # earlier tests warned about this judge in this process
+    judge = scripted_judge()
+    caplog.set_level(logging.WARNING, "ambereval.judge_card")
+    first = card_entry(judge, "default")
+    again = card_entry(judge, "model.gguf")  # DailyReport's verification, each report
+    assert first["warning"] and again["warning"]  # both records keep it
+    assert caplog.text.count("has no judge card") == 1
