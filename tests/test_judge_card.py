@@ -110,6 +110,9 @@ def test_an_unusable_answer_counts_as_unknown_not_a_crash(tmp_path: Path, home: 
 
 def test_card_entry_warns_when_unmeasured_or_poor(tmp_path: Path, home: Path,
                                                   caplog: pytest.LogCaptureFixture) -> None:
+    from ambereval.engine import judge_card
+
+    judge_card._WARNED.clear()  # other tests in this process may have warned already
     judge = scripted_judge()
     caplog.set_level(logging.WARNING, "ambereval.judge_card")
     entry = card_entry(judge)
