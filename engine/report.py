@@ -31,7 +31,7 @@ _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^(\s*)([-*+]|\d{1,3}[.)])\s+")
 _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_URL = re.compile(r"https?://[^\s<>\"'\)\]）】，。]+")
+_URL = re.compile(r"https?://[^\s<>\"'\)\]）】，。`]+")
 _REF_NUM = re.compile(r"^\s*(?:[-*+]\s+)?(?:\[\^?(\d{1,4})\]:?|(\d{1,4})[.)]|【(\d{1,4})】)\s*")
 _MD_LINK = re.compile(r"\[([^\[\]\n]{0,400})\]\((https?://[^\s)]+)(?:\s+\"[^\"]*\")?\)")
 _NUMS = r"\d{1,4}(?:\s*[-–—‑]\s*\d{1,4})?(?:\s*[,，;]\s*\d{1,4}(?:\s*[-–—‑]\s*\d{1,4})?)*"
@@ -210,6 +210,25 @@ def _lines(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+_INLINE_CODE = re.compile(r"(`+)[^`]+?\1")
+
+
+def _inline_code(text: str, lines: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inline code spans (```x[0]```) on lines outside fenced blocks. Fenced blocks are not
+    included: real reports cite inside them (``// cached [9][10]`` in a code comment, a
+    text diagram with ``[6]`` marks: 3 of the 140 LRB and DRB reports in ../shared)."""
+    if "`" not in text:
+        return []
+    spans: list[tuple[int, int]] = []
+    fenced = False
+    for s, e in lines:
+        if _FENCE.match(text[s:e]):  # (a pattern's "^" never matches at a pos > 0)
+            fenced = not fenced
+        elif not fenced and "`" in text[s:e]:
+            spans.extend(m.span() for m in _INLINE_CODE.finditer(text, s, e))
+    return spans
+
+
 def _headings(text: str, lines: list[tuple[int, int]]) -> list[tuple[int, int, int, str]]:
     """(line index, level, start offset, title) for every heading outside code fences."""
     found, fenced = [], False
@@ -351,7 +370,7 @@ def parse_report(text: str) -> Report:
     blocks = _blocks(text, lines, head_lines, skip, sections, problems)
 
     # -- sentences ---------------------------------------------------------------------
-    body_citations = _scan_citations(text, ref_span, footnote_defs)
+    body_citations = _scan_citations(text, ref_span, footnote_defs, _inline_code(text, lines))
     cite_starts = [c.start for c in body_citations]
     sentences: list[Sentence] = []
     for bi, block in enumerate(blocks):
@@ -517,24 +536,21 @@ class _Found:
 
 
 def _scan_citations(text: str, ref_span: tuple[int, int] | None,
-                    footnote_defs: list[tuple[int, int]]) -> list[_Found]:
-    """Every citation mark in the body, earlier patterns winning overlaps. Linear in the
-    text: ``taken`` marks the characters already claimed by a citation, and each
-    pattern's matches do not overlap one another, so every character is tested at most
-    once per pattern."""
-    excluded = sorted(([ref_span] if ref_span else []) + footnote_defs)
-    excluded_starts = [a for a, _ in excluded]
+                    footnote_defs: list[tuple[int, int]],
+                    code: list[tuple[int, int]]) -> list[_Found]:
+    """Every citation mark in the body outside ``ref_span`` and the footnote definitions,
+    earlier patterns winning overlaps; in inline ``code`` only URLs and links count
+    (``a[1]`` there is an index, a URL still names a source). Linear in the text: ``taken`` marks
+    the characters already claimed by a citation, and each pattern's matches do not
+    overlap one another, so every character is tested at most once per pattern."""
+    outside = _SpanSet(([ref_span] if ref_span else []) + footnote_defs)
+    in_code = _SpanSet(code)
     taken = bytearray(len(text))
     found: list[_Found] = []
-
-    def is_excluded(s: int) -> bool:
-        i = bisect.bisect_right(excluded_starts, s) - 1
-        return i >= 0 and s < excluded[i][1]  # the excluded spans never overlap
-
     for kind, pattern in _CITATION_PATTERNS:
         for m in pattern.finditer(text):
             s, e = m.start(), m.end()
-            if is_excluded(s):
+            if outside.holds(s) or (kind not in ("url", "link") and in_code.holds(s)):
                 continue
             if taken.find(1, s, e) >= 0:
                 continue
@@ -559,6 +575,23 @@ def _scan_citations(text: str, ref_span: tuple[int, int] | None,
             found.append(_Found(kind, s, e, text[s:e], numbers, url, label))
     found.sort(key=lambda f: (f.start, f.end))
     return found
+
+
+class _SpanSet:
+    """Character spans (overlapping ones merged) and a bisect lookup of an offset."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.spans: list[tuple[int, int]] = []
+        for a, b in sorted(spans):
+            if self.spans and a < self.spans[-1][1]:
+                self.spans[-1] = (self.spans[-1][0], max(self.spans[-1][1], b))
+            else:
+                self.spans.append((a, b))
+        self.starts = [a for a, _ in self.spans]
+
+    def holds(self, offset: int) -> bool:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        return i >= 0 and offset < self.spans[i][1]
 
 
 def _sentences(text: str, start: int, end: int, cites: list[_Found],

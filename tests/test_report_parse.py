@@ -187,3 +187,13 @@ def test_report_inspect_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
     folder = run_amber("report", "inspect", str(tmp_path))
     assert folder.returncode == 2 and "is a directory" in folder.stderr
     assert "Traceback" not in folder.stderr
+
+
+def test_brackets_in_inline_code_are_not_citations_but_fenced_blocks_cite() -> None:
+    text = ("# R\n\nTea grows in China [1]. The index `x[2]` is code, `https://b.example/` a "
+            "URL.\n\n```js\ncache(); // hashed assets [1]\n```\n\n"
+            "## References\n[1] https://a.example/\n")
+    report = parse_report(text)
+    assert [(c.numbers, c.url) for c in report.citations] == [
+        ([1], None), ([], "https://b.example/"), ([1], None)]
+    assert not [p for p in report.problems if "not in the reference list" in p.message]
