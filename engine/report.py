@@ -15,6 +15,7 @@ last such heading), or footnote definitions, with lines like ``[n] Title: URL``,
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -264,17 +265,26 @@ def _parse_reference_line(text: str, start: int, end: int) -> tuple[int | None, 
     return number, title, url
 
 
+def _section_ends(heads: list[tuple[int, int, int, str]], text_end: int) -> list[int]:
+    """Where each heading's section ends: the start of the next heading of the same or a
+    higher level (``text_end`` if none). One backward pass, so linear in the headings."""
+    nearest = [text_end] * 7  # nearest later heading's start, per level 1..6
+    ends = [text_end] * len(heads)
+    for n in range(len(heads) - 1, -1, -1):
+        _line, level, start, _title = heads[n]
+        ends[n] = min(nearest[1 : level + 1])
+        nearest[level] = start
+    return ends
+
+
 def _find_references(text: str, lines: list[tuple[int, int]],
                      heads: list[tuple[int, int, int, str]]) -> tuple[int, int, int] | None:
     """(start offset, first body line, end line) of the reference section, if any."""
     for idx in range(len(heads) - 1, -1, -1):
         line_i, level, start, title = heads[idx]
         if REF_HEADINGS.match(clean_heading(title)):
-            end_line = len(lines)
-            for later in heads[idx + 1 :]:
-                if later[1] <= level:
-                    end_line = later[0]
-                    break
+            end_line = next((later[0] for later in itertools.islice(heads, idx + 1, None)
+                             if later[1] <= level), len(lines))
             return start, line_i + 1, end_line
     # no heading: a trailing run of numbered lines carrying URLs
     run: list[int] = []
@@ -355,13 +365,10 @@ def parse_report(text: str) -> Report:
     sections: list[Section] = []
     path: list[tuple[int, str]] = []
     bounds = [h for h in heads if not (refs_at and h[0] == refs_at[1] - 1)]
+    ends = _section_ends(bounds, len(text))
     for n, (_line, level, start, title) in enumerate(bounds):
         path = [p for p in path if p[0] < level] + [(level, clean_heading(title))]
-        end = len(text)
-        for later in bounds[n + 1 :]:
-            if later[1] <= level:
-                end = later[2]
-                break
+        end = ends[n]
         if refs_at and refs_at[0] > start:
             end = min(end, refs_at[0])
         sections.append(Section(f"s{n + 1}", clean_heading(title), level,

@@ -1,9 +1,10 @@
 """Growth of parsing and of the per-claim steps with report size (issue 11: linear time).
 
 For N = 1,000 … 16,000 (doubling) it builds synthetic reports with N cited sentences and
-N references in three layouts — short paragraphs under sections, one giant paragraph,
-and footnotes (``[^n]`` marks with ``[^n]:`` definitions) — and prints, per step, the
-seconds and the ratio to the previous N: about 2 is linear, about 4 quadratic.
+N references in four layouts — short paragraphs under sections, one giant paragraph,
+footnotes (``[^n]`` marks with ``[^n]:`` definitions), and one heading per sentence —
+and prints, per step, the seconds and the ratio to the previous N: about 2 is linear,
+about 4 quadratic.
 
 Steps: ``parse_report`` (what ``amber report inspect`` runs), the sentence claim
 extractor, and — on a bundle holding N claims that cite a few loopback pages — loading
@@ -61,6 +62,9 @@ def synthetic(n: int, layout: str) -> str:
     cites = [f"{sentence(i)} [{number(i)}]." for i in range(1, n + 1)]
     if layout == "paragraph":
         body = " ".join(cites)
+    elif layout == "headings":  # one heading per cited sentence, levels 2 to 4 in turn
+        body = "\n\n".join(f"{'#' * (2 + i % 3)} Part {i + 1}\n\n{c}"
+                             for i, c in enumerate(cites))
     else:  # sections of 50 sentences, paragraphs of 5
         parts = []
         for s in range(0, n, 50):
@@ -89,7 +93,7 @@ def row(label: str, n: int, seconds: float, previous: float | None) -> None:
 
 
 def bench_parse(sizes: list[int]) -> None:
-    for layout in ("sections", "paragraph", "footnotes"):
+    for layout in ("sections", "paragraph", "footnotes", "headings"):
         prev_parse = prev_claims = None
         for n in sizes:
             text = synthetic(n, layout)
