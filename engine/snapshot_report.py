@@ -22,6 +22,7 @@ from ambereval.errors import InputError
 from ambereval.models import Judge
 from ambereval.models.canonical import content_key
 from ambereval.snapshots import Bundle, CaptureOptions, CaptureSummary, ClaimInput, capture_claims
+from ambereval.snapshots.capture import report_of_claim
 
 
 def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
@@ -68,7 +69,7 @@ def _refuse_another_input(out: Path, report_path: Path, text: str) -> None:
     report_id = hashlib.sha256(text.encode("utf-8")).hexdigest()
     with Bundle.open(out) as bundle:
         rows = bundle.index.rows("SELECT id, extra FROM claims ORDER BY ordinal, id")
-    others = [r["id"] for r in rows if _report_of(r["extra"]) != report_id]
+    others = [r["id"] for r in rows if report_of_claim(r["extra"]) != report_id]
     if others:
         raise InputError(
             f"{out}: already holds {len(others)} claim{'s' if len(others) != 1 else ''} of "
@@ -76,12 +77,3 @@ def _refuse_another_input(out: Path, report_path: Path, text: str) -> None:
             f"{others[0]!r}); snapshotting {report_path.name} there would overwrite them",
             hint="give each report its own --out bundle")
 
-
-def _report_of(extra: str | None) -> str | None:
-    import json
-
-    try:
-        value = json.loads(extra or "null")
-    except ValueError:
-        return None
-    return value.get("report_id") if isinstance(value, dict) else None

@@ -17,14 +17,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from ambereval.errors import ConfigError
+from ambereval.errors import ConfigError, InputError
 from ambereval.snapshots import manifest
 from ambereval.snapshots.address_policy import (
     AddressPolicy,
     allow_private_from_env,
     scheme_problem,
 )
-from ambereval.snapshots.bundle import Bundle, dumps
+from ambereval.snapshots.bundle import INDEX_PATH, Bundle, dumps
 from ambereval.snapshots.claims_input import ClaimInput
 from ambereval.snapshots.direct import DirectReader
 from ambereval.snapshots.jina import DEFAULT_JINA_URL, JinaReader
@@ -493,6 +493,7 @@ def capture_claims(
         raise ConfigError(
             "SERPER_API_KEY is not set but the claims have search queries",
             hint="export SERPER_API_KEY=... (or remove 'queries' from the input)")
+    _refuse_overwriting_another_input(Path(out), claims)
     with Bundle.create(out) as bundle:
         if clock is not None:
             bundle.clock = clock
@@ -513,6 +514,34 @@ def capture_claims(
             cap.close()
             bundle.finalize()
         return cap.summary
+
+
+def report_of_claim(extra: str | None) -> str | None:
+    """The report id a stored claim came from (its ``extra`` JSON), None for a claim
+    from a claims file."""
+    try:
+        value = json.loads(extra or "null")
+    except ValueError:
+        return None
+    return value.get("report_id") if isinstance(value, dict) else None
+
+
+def _refuse_overwriting_another_input(out: Path, claims: list[ClaimInput]) -> None:
+    """A claim id already in the bundle from another input (a report's claim vs. a claims
+    file's, or another report's) would be overwritten: refused before anything is
+    written. The same input again (an edited claims file, the same report) goes on."""
+    if not (out / INDEX_PATH).is_file() or not claims:
+        return
+    incoming = {c.id: c.extra.get("report_id") for c in claims}
+    with Bundle.open(out) as bundle:
+        rows = bundle.index.rows("SELECT id, extra FROM claims ORDER BY ordinal, id")
+    clash = [r["id"] for r in rows
+             if r["id"] in incoming and report_of_claim(r["extra"]) != incoming[r["id"]]]
+    if clash:
+        raise InputError(
+            f"{out}: claim {clash[0]!r} is already there from another input "
+            f"({len(clash)} such id{'s' if len(clash) != 1 else ''}); it would be overwritten",
+            hint="give each input its own --out bundle, or other claim ids")
 
 
 def capture_urls(

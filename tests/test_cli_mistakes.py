@@ -189,3 +189,27 @@ def test_judge_bench_refuses_options_that_would_be_ignored(tmp_path: Path) -> No
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     one_line(run_amber("judge-bench", str(pairs), "--split", "test"), 2,
              "--split and --out go with --suite DIR")
+
+
+def test_snapshot_claims_never_overwrites_a_reports_claims(web: FakeWeb,
+                                                           tmp_path: Path) -> None:
+    report = tmp_path / "r.md"
+    report.write_text(f"# R\n\nChina grows the most tea [1].\n\n## References\n"
+                      f"[1] {web.url('/pages/tea.html')}\n")
+    out = tmp_path / "b"
+    made = run_amber("snapshot", "report", str(report), "--out", str(out), "--extractor",
+                     "sentences", "--top-k", "0", "--reader", "direct", env=web.env())
+    assert made.returncode == 0, made.stderr
+    before = (out / "evidence" / "amber.sqlite").read_bytes()
+    rhine = web.url("/pages/rhine.html")
+    claims = tmp_path / "c.jsonl"
+    claims.write_text(f'{{"id": "c1", "text": "Other.", "urls": ["{rhine}"]}}\n')
+    done = run_amber("snapshot", "claims", str(claims), "--out", str(out), "--reader", "direct",
+                     env=web.env())
+    one_line(done, 2, "claim 'c1' is already there from another input (1 such id)")
+    assert (out / "evidence" / "amber.sqlite").read_bytes() == before
+    other = tmp_path / "c2.jsonl"
+    other.write_text(f'{{"id": "k1", "text": "Other.", "urls": ["{rhine}"]}}\n')
+    added = run_amber("snapshot", "claims", str(other), "--out", str(out), "--reader", "direct",
+                      env=web.env())
+    assert added.returncode == 0, added.stderr  # new ids join the bundle
