@@ -410,9 +410,10 @@ def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
     """Rebuild a bundle's derived files and manifest (the repair after a failed finish or
     an interrupted capture); returns the notes of the torn-tail repair, if any.
 
-    A finished bundle whose files no longer match its manifest (after torn tails are
-    taken out) was changed after it was sealed: it is refused, so a finish never makes
-    edited evidence verify. ``force`` re-seals it anyway (any signature is dropped)."""
+    A finished bundle whose files still match its manifest (after torn tails are taken
+    out) is left as it is, signature included. One whose files no longer match was
+    changed after it was sealed: it is refused, so a finish never makes edited evidence
+    verify. ``force`` re-seals either (any signature is dropped)."""
     from ambereval.snapshots.verify import manifest_mismatch
 
     root = Path(root)
@@ -427,6 +428,9 @@ def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
                 "interrupted captures, it does not re-seal edited files",
                 hint="restore the bundle, or re-seal it on purpose with "
                      "`amber bundle finish --force` (drops any signature)")
+        if sealed and not force:  # nothing to rebuild: its manifest and signature stand
+            (root / UNFINISHED).unlink(missing_ok=True)
+            return list(bundle.repaired)
         bundle.finalize()
         return list(bundle.repaired)
 

@@ -195,13 +195,16 @@ def test_sign_refuses_a_bundle_that_does_not_verify(clean: Path, tmp_path: Path,
     assert "signedData" not in digest_doc(root)
 
 
-def test_a_new_finish_drops_the_old_signature(clean: Path, tmp_path: Path,
-                                              keys: dict[str, Path]) -> None:
+def test_finish_keeps_the_signature_of_an_unchanged_bundle(clean: Path, tmp_path: Path,
+                                                           keys: dict[str, Path]) -> None:
     from ambereval.snapshots import finish_bundle
 
     root = copy(clean, tmp_path)
     sign_bundle(root, keys["alice"])
-    finish_bundle(root)
+    signed = digest_doc(root)
+    assert finish_bundle(root) == [] and digest_doc(root) == signed  # nothing to redo
+    assert verify_bundle(root, require_signature=True).ok
+    finish_bundle(root, force=True)  # re-sealed on purpose: a new digest, unsigned
     assert "signedData" not in digest_doc(root) and verify_bundle(root).ok
 
 
