@@ -22,6 +22,7 @@ single task object, or JSONL with one task per line. Fields of a task:
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -147,6 +148,13 @@ def task_from_json(obj: Any, where: str) -> Task:
     except jsonschema.ValidationError as err:
         path = "/".join(str(p) for p in err.absolute_path) or "(top)"
         raise InputError(f"{name}: {path}: {err.message}") from None
+    date = obj.get("evaluation_date")
+    if date:
+        try:
+            datetime.date.fromisoformat(date)
+        except ValueError:
+            raise InputError(f"{name}: evaluation_date: {date!r} is not a calendar date "
+                             "(YYYY-MM-DD)") from None
     subtasks = []
     seen: set[str] = set()
     for s in obj.get("subtasks", []):

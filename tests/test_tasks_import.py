@@ -37,6 +37,8 @@ def test_schema_and_meaning_errors_name_the_field(tmp_path: Path) -> None:
          "is P2(a) but has no group"),
         ({"id": "t"}, "'query' is a required property"),
         ({"id": "t", "query": "q", "evaluation_date": "March 2025"}, "evaluation_date"),
+        ({"id": "t", "query": "q", "evaluation_date": "2025-13-45"},
+         "evaluation_date: '2025-13-45' is not a calendar date (YYYY-MM-DD)"),
     ]
     for doc, message in cases:
         path.write_text(json.dumps(doc))
