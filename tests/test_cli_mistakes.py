@@ -213,3 +213,16 @@ def test_snapshot_claims_never_overwrites_a_reports_claims(web: FakeWeb,
     added = run_amber("snapshot", "claims", str(other), "--out", str(out), "--reader", "direct",
                       env=web.env())
     assert added.returncode == 0, added.stderr  # new ids join the bundle
+
+
+def test_one_model_given_twice_is_not_an_ensemble(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    twice = run_amber("evaluate", "b", "--task", "t.json", "--out", str(tmp_path / "r"),
+                      "--judge-model", str(model), "--judge-model", str(model))
+    one_line(twice, 2, "judges 'm.gguf' and 'm.gguf#2' are the same model")
+    by_name = run_amber("evaluate", "b", "--task", "t.json", "--out", str(tmp_path / "r"),
+                        "--judge", "smollm2-135m", "--judge-model", str(model),
+                        "--judge-model", str(model.with_name("other.gguf")))
+    assert "same model" not in by_name.stderr  # different files: a real ensemble
+    assert not (tmp_path / "r").exists()

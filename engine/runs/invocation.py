@@ -66,13 +66,24 @@ class Invocation:
         write_atomic(Path(run_dir) / FILE, dump_json(self.as_dict()))
 
     def check_judges(self) -> None:
-        """Fail now on a judge name nobody knows or a judge not installed (nothing is
-        hashed, loaded or written; :meth:`open_judges` verifies the files)."""
-        from ambereval.models.registry import locate_judge
+        """Fail now on a judge name nobody knows, a judge not installed, or one model given
+        twice (it would be counted as two judges of an ensemble). Nothing is hashed,
+        loaded or written; :meth:`open_judges` verifies the files."""
+        from ambereval.errors import InputError
+        from ambereval.models.registry import default_judge_path, locate_judge
 
+        seen: dict[str, str] = {}
         for spec in self.judges:
-            if spec.kind == "name" and spec.name:
-                locate_judge(spec.name)
+            if spec.kind == "url":
+                what = f"{spec.url} {spec.model}"
+            elif spec.kind == "name" and spec.name:
+                what = str(locate_judge(spec.name).resolve())
+            else:
+                what = str((Path(spec.path) if spec.path else default_judge_path()).resolve())
+            if what in seen:
+                raise InputError(f"judges {seen[what]!r} and {spec.label!r} are the same model",
+                                 hint="an ensemble needs different judges")
+            seen[what] = spec.label
 
     def open_judges(self, ledger: str | Path, ledger_mode: str = "reuse",
                     concurrency: int | None = None, threads: int | None = None
