@@ -133,6 +133,18 @@ def run_summary(stats: dict[str, Any]) -> None:
         f"{t.get('prompt_tokens', 0)} prompt + {t.get('completion_tokens', 0)} generated "
         f"tokens, {t.get('retries', 0)} retries, {t.get('throttled', 0)} throttled (429/503), "
         f"{t.get('errors', 0)} unusable answers")
+    truncation_warning(t.get("truncated", 0))
+
+
+def truncation_warning(truncated: int) -> None:
+    """One line on stderr when prompts were cut to fit the judge's context: those judge
+    calls did not see all of their evidence."""
+    if truncated:
+        were = "prompts were" if truncated != 1 else "prompt was"
+        stderr.print(f"amber: warning: {truncated} judge {were} "
+                     "cut to fit the judge's context, so the judge did not see all of the "
+                     "evidence (raise --judge-ctx; the ledger records what was cut)",
+                     markup=False)
 
 
 def print_scores(title: str, columns: list[str], systems: list[dict[str, Any]]) -> None:

@@ -21,7 +21,7 @@ from ambereval.cli.judge_options import (
     Threads,
     check_ledger_mode,
 )
-from ambereval.cli.output import handled, print_json, progress_bar, stdout
+from ambereval.cli.output import handled, print_json, progress_bar, stdout, truncation_warning
 
 
 def verify_cmd(
@@ -104,3 +104,4 @@ def verify_cmd(
                  f"{stats['ledger_hits']} from the ledger), {stats['prompt_tokens']} prompt + "
                  f"{stats['completion_tokens']} generated tokens, {stats['retries']} retries, "
                  f"{stats['throttled']} throttled, {stats['errors']} unusable; written to {out}")
+    truncation_warning(stats["truncated"])

@@ -142,6 +142,7 @@ class Judge:
     completion_tokens: int = field(default=0, init=False)
     ledger_hits: int = field(default=0, init=False)
     errors: int = field(default=0, init=False)
+    truncated: int = field(default=0, init=False)  # prompts cut to fit the context
     model_seconds: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
@@ -157,12 +158,14 @@ class Judge:
 
     def stats(self) -> dict[str, Any]:
         """Counters since this judge was opened: model calls, ledger hits, tokens,
-        unusable answers, retries and throttles (429/503), peak requests in flight."""
+        unusable answers, prompts cut to fit the context, retries and throttles (429/503),
+        peak requests in flight."""
         retries = getattr(self.backend, "retries", 0) - self._retries_before
         with self._lock:
             return {"calls": self.calls, "ledger_hits": self.ledger_hits,
                     "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens, "errors": self.errors,
+                    "truncated": self.truncated,
                     "retries": retries, "throttled": self.limit.throttles,
                     "peak_in_flight": self.limit.peak, "concurrency": self.limit.maximum,
                     "model_seconds": round(self.model_seconds, 3)}
@@ -262,8 +265,8 @@ class Judge:
         if hit is not None:
             usage = {"prompt_tokens": hit["prompt_tokens"] or 0,
                      "completion_tokens": hit["completion_tokens"] or 0}
-            self._count(ledger_hits=1)
             trunc = json.loads(hit["truncation"]) if hit["truncation"] else None
+            self._count(ledger_hits=1, truncated=1 if trunc else 0)
             return JudgeResponse(json.loads(hit["parsed"]), hit["response"], usage, key,
                                  "ledger", trunc, hit["seconds"] or 0.0)
         if self.ledger.mode == "replay":
@@ -300,7 +303,8 @@ class Judge:
                 self.ledger.put(key, request, completion.raw, None, completion.usage,
                                 completion.truncation, seconds, error=str(problem))
             raise problem from None
-        self._count(calls=1, prompt_tokens=completion.usage.get("prompt_tokens", 0))
+        self._count(calls=1, prompt_tokens=completion.usage.get("prompt_tokens", 0),
+                    truncated=1 if completion.truncation else 0)
         if self.ledger is not None:
             self.ledger.put(key, request, completion.raw, obj, completion.usage,
                             completion.truncation, seconds)

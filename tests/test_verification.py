@@ -165,6 +165,11 @@ def test_snapshot_report_and_verify_with_the_real_judge(tmp_path: Path, web: Fak
     replay = run_amber(*args, "--ledger-mode", "replay")
     assert replay.returncode == 0, replay.stderr
     assert json.loads(replay.stdout)["claims"] == result["claims"]
+    assert result["stats"]["truncated"] == 0
+    small = run_amber("verify", str(bundle), "--out", str(tmp_path / "small"),
+                      "--judge-ctx", "256", "--threads", "2")  # the evidence cannot fit
+    assert small.returncode == 0, small.stderr
+    assert "judge prompts were cut to fit the judge's context" in small.stderr
 
 
 def test_verify_bad_inputs(tmp_path: Path) -> None:

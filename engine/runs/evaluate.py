@@ -346,7 +346,7 @@ def finished_reports(out: Path, manifest: dict[str, Any]) -> dict[str, dict[str,
 
 def _totals(per_judge: dict[str, dict[str, Any]]) -> dict[str, Any]:
     keys = ("calls", "ledger_hits", "prompt_tokens", "completion_tokens", "errors",
-            "retries", "throttled")
+            "truncated", "retries", "throttled")
     return {k: sum(s.get(k, 0) for s in per_judge.values()) for k in keys}
 
 
