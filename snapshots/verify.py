@@ -275,6 +275,36 @@ def _check_index(bundle: Bundle) -> None:
             raise _Stop(Mismatch(db, None, bad["record_id"], f"capture {bad['id']}: {message}"))
 
 
+def _check_claims_and_reports(bundle: Bundle) -> None:
+    """The index's claims and reports say what their WARC records say: each claim's text
+    and links digest are those of the newest ``urn:amber:claim:<id>`` metadata record,
+    and each report's id is the sha256 of its archived text. (The manifest check catches
+    an edited index; this catches one re-sealed after the edit.)"""
+    index = bundle.index
+    db = str(INDEX_PATH)
+    for claim in index.rows("SELECT id, text, links_sha256 FROM claims "
+                            "WHERE links_sha256 IS NOT NULL ORDER BY id"):
+        newest = index.one(
+            "SELECT record_id FROM records WHERE type = 'metadata' AND target_uri = ? "
+            "ORDER BY warc_file DESC, offset DESC LIMIT 1", [f"urn:amber:claim:{claim['id']}"])
+        if newest is None:
+            raise _Stop(Mismatch(db, None, None,
+                                 f"claim {claim['id']}: no WARC record holds it"))
+        body = bundle.read_record(newest["record_id"]).body
+        try:
+            text = json.loads(body)["claim"]["text"]
+        except (ValueError, KeyError, TypeError):
+            text = None
+        if hashlib.sha256(body).hexdigest() != claim["links_sha256"] or text != claim["text"]:
+            raise _Stop(Mismatch(db, None, newest["record_id"],
+                                 f"claim {claim['id']}: the index differs from its WARC record"))
+    for report in index.rows("SELECT id, record_id FROM reports ORDER BY id"):
+        body = bundle.read_record(report["record_id"]).body
+        if hashlib.sha256(body).hexdigest() != report["id"]:
+            raise _Stop(Mismatch(db, None, report["record_id"],
+                                 f"report {report['id'][:16]}: its text differs from its id"))
+
+
 def manifest_mismatch(root: str | Path) -> Mismatch | None:
     """The first file of a bundle that no longer matches its manifest (or the manifest
     its digest), or None: the byte check of :func:`verify_bundle` alone, without the
@@ -321,6 +351,7 @@ def verify_bundle(root: str | Path, require_signature: bool = False,
     try:
         _check_warcs(bundle, report)
         _check_index(bundle)
+        _check_claims_and_reports(bundle)
     except _Stop as stop:
         report.mismatch = stop.mismatch
     finally:

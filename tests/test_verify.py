@@ -132,3 +132,23 @@ def test_corrupt_index_is_a_mismatch_not_a_traceback(clean_bundle: Path, tmp_pat
     done = run_amber("bundle", "stats", str(root))
     assert done.returncode == 1 and "evidence index unreadable" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_edited_claim_is_caught_even_after_a_forced_reseal(tmp_path: Path) -> None:
+    from ambereval.snapshots import capture_claims, finish_bundle
+    from ambereval.snapshots.claims_input import ClaimInput
+
+    root = tmp_path / "b"
+    with FakeWeb() as web:
+        capture_claims(root, [ClaimInput("c1", "The Eiffel Tower was completed in 1889.",
+                                         (web.url("/pages/eiffel.html"),))],
+                       fast_options(web, reader="direct"))
+    assert verify_bundle(root).ok
+    db = sqlite3.connect(root / "evidence" / "amber.sqlite")
+    db.execute("UPDATE claims SET text = 'The Eiffel Tower was completed in 1999.'")
+    db.commit()
+    db.close()
+    finish_bundle(root, force=True)  # the manifest now describes the edited index
+    report = verify_bundle(root)
+    assert not report.ok
+    assert "claim c1: the index differs from its WARC record" in str(report.mismatch)
