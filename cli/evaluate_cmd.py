@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -25,6 +26,7 @@ from ambereval.cli.output import (
     run_summary,
     stdout,
 )
+from ambereval.cli.run_inputs import from_where_it_was_made
 
 
 def evaluate_cmd(
@@ -115,6 +117,8 @@ def evaluate_cmd(
                  "--executor, --workers, --ray-address and --json may change", exit_code=2)
     elif not bundles or task is None or out is None:
         fail("give BUNDLES..., --task and --out (or --resume RUN_DIR)", exit_code=2)
+    if resume is not None:
+        resume = from_where_it_was_made(resume)
     run_dir = resume if resume is not None else out
     with handled():  # the inputs, checked before anything is written
         if resume is not None:
@@ -127,7 +131,7 @@ def evaluate_cmd(
                 judge_specs([(judge_url, judge_name)] if judge_url else [], judge_ref or [],
                             [str(p) for p in judge_model or []]
                             or ([] if judge_url or judge_ref else [None])),
-                judge_ctx, seed, clip_chars, list(rule or []))
+                judge_ctx, seed, clip_chars, list(rule or []), os.getcwd())
         assert out is not None
         url = next((j.url for j in invocation.judges if j.kind == "url"), None)
         # the judge server and the Ray head are the only hosts the user asked us to reach

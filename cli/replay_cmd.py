@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ambereval.cli.output import handled, print_json
+from ambereval.cli.run_inputs import from_where_it_was_made
 
 
 def replay_cmd(
@@ -34,6 +35,7 @@ def replay_cmd(
     from ambereval.netguard import install_offline_guard
 
     install_offline_guard()  # replay reads files only
+    run_dir = from_where_it_was_made(run_dir)
     if recompute_retrieval:
         _recompute(run_dir, as_json)
         return

@@ -9,6 +9,7 @@ import typer
 
 from ambereval.cli.judge_options import JudgeConcurrency, Threads, check_workers
 from ambereval.cli.output import handled, print_json, progress_bar, stdout
+from ambereval.cli.run_inputs import from_where_it_was_made
 from ambereval.cli.terminal_text import escape
 
 
@@ -51,6 +52,7 @@ def rerun_cmd(
         fail(f"--executor {executor!r}: rerun takes auto, sequential, threads or processes",
              exit_code=2)
     check_workers(executor, workers)
+    run_dir = from_where_it_was_made(run_dir)
     with handled():
         urls = [j.url for j in read_invocation(run_dir).judges if j.url]
         install_offline_guard(tuple(h for h in (urlsplit(u).hostname for u in urls) if h))

@@ -88,3 +88,23 @@ def test_resume_refuses_other_inputs_and_non_runs(tmp_path: Path) -> None:
         changed = run_amber("evaluate", "--resume", str(tmp_path / "r"))
     assert changed.returncode != 0 and "tasks_sha256" in changed.stderr
     assert "Traceback" not in changed.stderr
+
+
+def test_a_run_made_with_relative_paths_replays_and_resumes_from_anywhere(
+        tmp_path: Path) -> None:
+    home = tmp_path / "lab"
+    bundles, tasks = dr3_bundles(home, systems=1)
+    relative = [b.relative_to(home) for b in bundles]
+    with FakeJudgeServer() as server:
+        done = run_amber(*_args(relative, tasks.relative_to(home), server.url),
+                         "--out", "run", cwd=home)
+        assert done.returncode == 0, done.stderr
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        replay = run_amber("replay", str(home / "run"), cwd=elsewhere)
+        assert replay.returncode == 0, replay.stderr
+        assert replay.stdout.startswith("OK: replay identical")
+        assert f"reading the run's inputs from {home}" in replay.stderr
+        again = run_amber("evaluate", "--resume", str(home / "run"), cwd=elsewhere)
+        assert again.returncode == 0, again.stderr
+    assert json.loads((home / "run" / "invocation.json").read_text())["cwd"] == str(home)

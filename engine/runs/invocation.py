@@ -54,13 +54,18 @@ class Invocation:
     seed: int = 0
     clip_chars: int = 12_000
     rules: list[str] = field(default_factory=list)
+    #: the directory the run was made in: relative input paths are relative to it
+    cwd: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         judges = [{k: v for k, v in asdict(j).items() if v is not None} for j in self.judges]
-        return {"format": INVOCATION_FORMAT, "bundles": list(self.bundles),
-                "tasks": self.tasks, "protocols": list(self.protocols), "judges": judges,
-                "judge_ctx": self.judge_ctx, "seed": self.seed,
-                "clip_chars": self.clip_chars, "rules": list(self.rules)}
+        out = {"format": INVOCATION_FORMAT, "bundles": list(self.bundles),
+               "tasks": self.tasks, "protocols": list(self.protocols), "judges": judges,
+               "judge_ctx": self.judge_ctx, "seed": self.seed,
+               "clip_chars": self.clip_chars, "rules": list(self.rules)}
+        if self.cwd is not None:
+            out["cwd"] = self.cwd
+        return out
 
     def write(self, run_dir: str | Path) -> None:
         write_atomic(Path(run_dir) / FILE, dump_json(self.as_dict()))
@@ -142,6 +147,26 @@ def read_invocation(run_dir: str | Path) -> Invocation:
     try:
         return Invocation(list(obj["bundles"]), obj["tasks"], list(obj["protocols"]),
                           [JudgeSpec(**j) for j in obj["judges"]], int(obj["judge_ctx"]),
-                          int(obj["seed"]), int(obj["clip_chars"]), list(obj["rules"]))
+                          int(obj["seed"]), int(obj["clip_chars"]), list(obj["rules"]),
+                          obj.get("cwd"))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: malformed ({exc})") from None
+
+
+def inputs_home(run_dir: str | Path) -> Path | None:
+    """The directory to read a run's relative input paths from, when it is not the
+    current one: the run recorded where it was made (``cwd``), its bundles and tasks are
+    not found from here, and they are from there. None otherwise (nothing to change)."""
+    try:
+        invocation = read_invocation(run_dir)
+    except InputError:
+        return None
+    home = Path(invocation.cwd) if invocation.cwd else None
+    if home is None or not home.is_dir() or home.resolve() == Path.cwd().resolve():
+        return None
+
+    def found(base: Path) -> bool:
+        return all((base / b).is_dir() for b in invocation.bundles) and \
+            (base / invocation.tasks).is_file()
+
+    return home if not found(Path.cwd()) and found(home) else None

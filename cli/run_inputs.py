@@ -1,0 +1,23 @@
+"""Reading a run's inputs from where the run was made (``resume``, ``rerun``, ``replay``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ambereval.cli.output import stderr
+
+
+def from_where_it_was_made(run_dir: Path) -> Path:
+    """``run_dir`` made absolute; when the run's relative input paths (bundles, tasks) are
+    found only from the directory the run was made in, the process moves there, with a
+    one-line note, so they resolve as they did (the run's files keep their names)."""
+    from ambereval.engine.runs.invocation import inputs_home
+
+    run_dir = run_dir.resolve()
+    home = inputs_home(run_dir)
+    if home is not None:
+        os.chdir(home)
+        stderr.print(f"amber: note: reading the run's inputs from {home}, where it was made",
+                     markup=False)
+    return run_dir
