@@ -77,12 +77,13 @@ def verify_cmd(
         from ambereval.snapshots import Bundle
 
         Bundle.open(bundle).close()
+        encoder = Embedder(embedder)  # checked before the judge's ledger is created
         judge = open_judge(judge_model, judge_url, judge_name, ledger or out / "ledger.sqlite",
                            ledger_mode, n_ctx=judge_ctx, threads=threads, seed=seed,
                            concurrency=judge_concurrency, judge=judge_ref)
         options = VerifyOptions(whole_bundle=whole_bundle, page_rule=page_rule)
         with progress_bar(not as_json) as progress:
-            result = verify_claims(bundle, judge, Embedder(embedder), options,
+            result = verify_claims(bundle, judge, encoder, options,
                                    cache_dir=out / "faiss", progress=progress)
         write_results(result, out)
         judge.close()

@@ -22,6 +22,9 @@ class Embedder:
 
     def __init__(self, model_dir: str | Path | None = None, batch_size: int = 32) -> None:
         self.model_dir = Path(model_dir) if model_dir else default_embedder_dir()
+        if self.model_dir.is_file():
+            raise ModelError(f"{self.model_dir}: is a file; the embedder is a directory",
+                             hint="pass a sentence-transformers model directory")
         if not self.model_dir.is_dir():
             raise ModelError(f"{self.model_dir}: embedder directory not found")
         if not (self.model_dir / "modules.json").is_file():

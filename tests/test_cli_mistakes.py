@@ -226,3 +226,14 @@ def test_one_model_given_twice_is_not_an_ensemble(tmp_path: Path) -> None:
                         "--judge-model", str(model.with_name("other.gguf")))
     assert "same model" not in by_name.stderr  # different files: a real ensemble
     assert not (tmp_path / "r").exists()
+
+
+def test_verify_checks_the_embedder_before_writing(bundle: Path, tmp_path: Path) -> None:
+    out = tmp_path / "v"
+    one_line(run_amber("verify", str(bundle), "--out", str(out), "--embedder",
+                       str(tmp_path / "none")), 1, "none: embedder directory not found")
+    afile = tmp_path / "model.bin"
+    afile.write_bytes(b"x")
+    one_line(run_amber("verify", str(bundle), "--out", str(out), "--embedder", str(afile)), 1,
+             "model.bin: is a file; the embedder is a directory")
+    assert not out.exists()
