@@ -135,6 +135,11 @@ def _print_item(audit: Any, rep: Any, item: Any) -> None:
         stdout.print(f"  reason: {escape(str(item.reason))}")
     for q in item.detail.get("questions") or []:
         stdout.print(f"  question: {escape(q['question'])} -> {escape(str(q['answer']))}")
+    if not item.evidence:  # why nothing was judged: each cited page and what was wrong
+        for c in item.detail.get("consistency") or []:
+            if c.get("reason") and c.get("reason") != "judged":
+                stdout.print(f"  cited page {escape(str(c.get('url')))}: "
+                             f"{escape(str(c['reason']))}")
     for key in item.ledger_keys if not item.evidence else []:
         _print_answer(audit, key, "  ")
     for n, ev in enumerate(item.evidence, start=1):
