@@ -22,6 +22,9 @@ def inspect_cmd(
 ) -> None:
     """Sections, citations (with resolved URLs), references and problems, with offsets.
 
+    The text view counts them and lists each problem with its line; --json prints every
+    element with its character offsets.
+
     Example: amber report inspect report.md --json
     """
     with handled():
@@ -42,4 +45,8 @@ def inspect_cmd(
     table.add_row("problems", str(len(parsed.problems)))
     stdout.print(table)
     for problem in parsed.problems[:50]:
-        stdout.print(f"{problem.kind}: {problem.message}", markup=False)
+        where = (f"line {parsed.text.count(chr(10), 0, problem.start) + 1}: "
+                 if problem.start is not None else "")
+        stdout.print(f"{where}{problem.kind}: {problem.message}", markup=False)
+    if len(parsed.problems) > 50:
+        stdout.print(f"... and {len(parsed.problems) - 50} more problems (--json lists all)")

@@ -179,6 +179,11 @@ def test_report_inspect_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert {"number", "title", "url"} <= set(doc["references"][0])
     human = run_amber("report", "inspect", str(path))
     assert human.returncode == 0 and "citations" in human.stdout
+    gap = tmp_path / "gap.md"
+    gap.write_text("# R\n\nOne [1].\n\nTwo [7].\n\n## References\n[1] https://a.example/\n")
+    lines = run_amber("report", "inspect", str(gap)).stdout.splitlines()
+    assert "line 5: citation_without_reference: [7] is cited but not in the reference list" \
+        in lines
     bad = tmp_path / "bad.md"
     bad.write_bytes(b"caf\xe9 [1]")
     done = run_amber("report", "inspect", str(bad))
