@@ -102,9 +102,13 @@ def unpack_bundle(wacz: str | Path, out: str | Path) -> Path:
     raises a one-line error and leaves nothing behind.
     """
     wacz, out = Path(wacz), Path(out)
+    if wacz.is_dir():
+        raise InputError(f"{wacz}: is a directory, not a .wacz file")
     if not wacz.is_file():
         raise InputError(f"{wacz}: no such file")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: is a file", hint="give an empty or new directory as --out")
+    if out.exists() and any(out.iterdir()):
         raise BundleError(f"{out}: target directory is not empty")
     try:
         zf = zipfile.ZipFile(wacz)
@@ -113,8 +117,11 @@ def unpack_bundle(wacz: str | Path, out: str | Path) -> Path:
     with zf:
         members = zf.infolist()
         _check_members(members)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.unpacking-", dir=out.parent))
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.unpacking-", dir=out.parent))
+        except OSError as exc:
+            raise BundleError(f"{out}: cannot create it ({exc.strerror or exc})") from None
         try:
             _extract(zf, members, staging, wacz)
             if out.exists():

@@ -237,3 +237,17 @@ def test_verify_checks_the_embedder_before_writing(bundle: Path, tmp_path: Path)
     one_line(run_amber("verify", str(bundle), "--out", str(out), "--embedder", str(afile)), 1,
              "model.bin: is a file; the embedder is a directory")
     assert not out.exists()
+
+
+def test_unpack_names_what_is_wrong_with_its_paths(bundle: Path, tmp_path: Path) -> None:
+    wacz = tmp_path / "b.wacz"
+    assert run_amber("bundle", "pack", str(bundle), "--out", str(wacz)).returncode == 0
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    one_line(run_amber("bundle", "unpack", str(wacz), "--out", str(afile)), 2,
+             "afile: is a file (hint: give an empty or new directory as --out)")
+    one_line(run_amber("bundle", "unpack", str(tmp_path), "--out", str(tmp_path / "u")), 2,
+             "is a directory, not a .wacz file")
+    one_line(run_amber("bundle", "unpack", str(wacz), "--out", "/proc/amber-x"), 1,
+             "/proc/amber-x: cannot create it")
+    assert afile.read_text() == "x" and not (tmp_path / "u").exists()
