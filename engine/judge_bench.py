@@ -61,6 +61,11 @@ def load_pairs(path: str | Path, limit: int | None = None) -> tuple[list[Pair], 
                 isinstance(g, list) and len(g) == 2 and all(isinstance(x, int) for x in g)
                 for g in gold):
             raise InputError(f"{where}: 'gold' must be a list of [start, end] spans")
+        size = len(str(obj.get("page") or obj.get("evidence") or ""))
+        outside = next((g for g in gold if not 0 <= g[0] < g[1] <= size), None)
+        if outside is not None:
+            raise InputError(f"{where}: gold span {outside} is not inside the "
+                             f"{'page' if 'page' in obj else 'evidence'} ({size} characters)")
         label = str(obj["label"]).strip().lower()
         if label not in TERNARY + BINARY:
             raise InputError(f"{where}: unknown label {label!r} "

@@ -251,3 +251,11 @@ def test_unpack_names_what_is_wrong_with_its_paths(bundle: Path, tmp_path: Path)
     one_line(run_amber("bundle", "unpack", str(wacz), "--out", "/proc/amber-x"), 1,
              "/proc/amber-x: cannot create it")
     assert afile.read_text() == "x" and not (tmp_path / "u").exists()
+
+
+def test_judge_bench_refuses_a_gold_span_outside_its_page(tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"id": "p1", "claim": "a", "page": "short page", "gold": [[2, 99]], '
+                     '"label": "supported"}\n')
+    one_line(run_amber("judge-bench", str(pairs), "--retrieve", "3"), 2,
+             "gold span [2, 99] is not inside the page (10 characters)")
