@@ -5,8 +5,10 @@ names it: normalised exact match (NFKC, case, spacing, punctuation), then contai
 then fuzzy [our rule ``cc_fuzzy``: token overlap = share of the required name's tokens
 found in the cited name ≥ 0.6, or difflib similarity ≥ 0.75]; fallback: the normalised
 title (≥ 4 characters) appears in the report text. FA checks (claim, sources) pairs
-taken from the parse [our rule ``fa_claims="cited-sentences"``: every sentence is a claim
-with the sources it cites; the judge is lenient], sources cut to their best passages. A
+taken from the parse [our rule ``fa_claims="cited-sentences"``: every sentence that cites
+a source is a claim with those sources, and so is an uncited sentence stating a figure
+(a digit), which is unsupported: §2 "a claim with no citation is unsupported"; the judge
+is lenient], sources cut to their best passages. A
 cited source that is not in the bundle (user files are matched by name for CC but their
 contents are not imported) cannot support its claim.
 """
