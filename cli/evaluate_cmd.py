@@ -25,6 +25,7 @@ from ambereval.cli.output import (
     progress_bar,
     run_summary,
     stdout,
+    warn_if_damaged,
 )
 from ambereval.cli.run_inputs import from_where_it_was_made
 
@@ -148,6 +149,7 @@ def evaluate_cmd(
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
         invocation.check_judges()
         plan_reports(invocation.bundles, invocation.tasks)
+        warn_if_damaged(invocation.bundles)
     with handled(f"the judge's answers so far are in {run_dir}/ledger.sqlite; "
                  f"`amber evaluate --resume {run_dir}` goes on from there"):
         judges = invocation.open_judges(out / "ledger.sqlite", ledger_mode,

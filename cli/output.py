@@ -136,6 +136,17 @@ def run_summary(stats: dict[str, Any]) -> None:
     truncation_warning(t.get("truncated", 0))
 
 
+def warn_if_damaged(bundles: list[Any]) -> None:
+    """One warning line per bundle that is unfinished or no longer matches its manifest:
+    its evidence is judged as it is, but the reader is told (`amber bundle verify`)."""
+    from ambereval.snapshots.verify import integrity_warning
+
+    for bundle in bundles:
+        problem = integrity_warning(bundle)
+        if problem:
+            stderr.print(f"amber: warning: {problem}", markup=False)
+
+
 def truncation_warning(truncated: int) -> None:
     """One line on stderr when prompts were cut to fit the judge's context: those judge
     calls did not see all of their evidence."""

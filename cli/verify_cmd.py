@@ -21,7 +21,14 @@ from ambereval.cli.judge_options import (
     Threads,
     check_ledger_mode,
 )
-from ambereval.cli.output import handled, print_json, progress_bar, stdout, truncation_warning
+from ambereval.cli.output import (
+    handled,
+    print_json,
+    progress_bar,
+    stdout,
+    truncation_warning,
+    warn_if_damaged,
+)
 
 
 def verify_cmd(
@@ -77,6 +84,7 @@ def verify_cmd(
         from ambereval.snapshots import Bundle
 
         Bundle.open(bundle).close()
+        warn_if_damaged([bundle])
         encoder = Embedder(embedder)  # checked before the judge's ledger is created
         judge = open_judge(judge_model, judge_url, judge_name, ledger or out / "ledger.sqlite",
                            ledger_mode, n_ctx=judge_ctx, threads=threads, seed=seed,

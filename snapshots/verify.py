@@ -318,6 +318,22 @@ def manifest_mismatch(root: str | Path) -> Mismatch | None:
     return None
 
 
+def integrity_warning(root: str | Path) -> str | None:
+    """One line when a bundle about to be judged is unfinished or its files no longer
+    match its manifest (what `amber bundle verify` would say first), else None. Byte
+    checks only: cheap next to judging."""
+    state = unfinished_state(Path(root))
+    if state is not None:
+        return f"{root}: {describe_unfinished(state)} (`amber bundle finish` repairs it)"
+    if not (Path(root) / manifest.MANIFEST).is_file():
+        return f"{root}: no datapackage.json, so its bytes cannot be checked"
+    changed = manifest_mismatch(root)
+    if changed is not None:
+        return (f"{root}: does not match its manifest ({changed}); its evidence may have "
+                "been edited: `amber bundle verify` for details")
+    return None
+
+
 def verify_bundle(root: str | Path, require_signature: bool = False,
                   trusted_keys: list[ec.EllipticCurvePublicKey] | None = None) -> VerifyReport:
     """Check a bundle end to end; ``report.mismatch`` names the first problem.

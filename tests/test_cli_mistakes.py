@@ -259,3 +259,19 @@ def test_judge_bench_refuses_a_gold_span_outside_its_page(tmp_path: Path) -> Non
                      '"label": "supported"}\n')
     one_line(run_amber("judge-bench", str(pairs), "--retrieve", "3"), 2,
              "gold span [2, 99] is not inside the page (10 characters)")
+
+
+def test_judging_a_bundle_that_no_longer_matches_its_manifest_warns(
+        bundle: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    with open(copy / "pages" / "pages.jsonl", "a") as fh:
+        fh.write("\n")
+    done = run_amber("verify", str(copy), "--out", str(tmp_path / "v"))
+    assert done.returncode == 0, done.stderr
+    assert "amber: warning: " in done.stderr
+    assert "does not match its manifest (pages/pages.jsonl" in done.stderr
+    clean = run_amber("verify", str(bundle), "--out", str(tmp_path / "v2"))
+    assert "match its manifest" not in clean.stderr
