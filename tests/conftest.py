@@ -61,6 +61,15 @@ def example_claims(web: FakeWeb) -> list[dict[str, object]]:
     ]
 
 
+def one_page_bundle(out: Path, page: str) -> Path:
+    """A finished bundle at ``out`` holding one page of the fake web, read directly."""
+    from ambereval.snapshots import capture_urls
+
+    with FakeWeb() as web:
+        capture_urls(out, [web.url(page)], fast_options(web, reader="direct"))
+    return out
+
+
 def no_traceback(stderr: str) -> bool:
     """A user's mistake reads as one line, never as a traceback."""
     return "Traceback" not in stderr and stderr.count("\n") <= 1

@@ -10,18 +10,14 @@ import pytest
 
 from ambereval.engine.verification import deciding_evidence
 from ambereval.models.catalog import unknown_judge
-from ambereval.snapshots import capture_urls
 
-from conftest import fast_options, no_traceback, run_amber
+from conftest import no_traceback, one_page_bundle, run_amber
 from fakeweb import FakeWeb
 
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("mistakes") / "bundle"
-    with FakeWeb() as web:
-        capture_urls(out, [web.url("/pages/tea.html")], fast_options(web, reader="direct"))
-    return out
+    return one_page_bundle(tmp_path_factory.mktemp("mistakes") / "bundle", "/pages/tea.html")
 
 
 def one_line(done: object, code: int, message: str) -> None:

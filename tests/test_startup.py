@@ -25,10 +25,8 @@ from typer.testing import CliRunner
 from ambereval.cli import main, plain_params
 from ambereval.cli.lazy_commands import summary_of
 from ambereval.cli.main import COMMANDS
-from ambereval.snapshots import capture_urls
 
-from conftest import fast_options
-from fakeweb import FakeWeb
+from conftest import one_page_bundle
 
 MODEL_STACK = ("torch", "transformers", "sentence_transformers", "llama_cpp", "faiss",
                "bm25s")
@@ -61,10 +59,7 @@ def loaded_by(*args: str, watch: tuple[str, ...] = MODEL_STACK + ALSO_LAZY) -> d
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("startup") / "bundle"
-    with FakeWeb() as web:
-        capture_urls(out, [web.url("/pages/eiffel.html")], fast_options(web, reader="direct"))
-    return out
+    return one_page_bundle(tmp_path_factory.mktemp("startup") / "bundle", "/pages/eiffel.html")
 
 
 @pytest.mark.parametrize("args", [["--help"], ["bundle", "--help"], ["evaluate", "--help"],
