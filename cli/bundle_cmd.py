@@ -170,15 +170,20 @@ def finish_cmd(
     Example: amber bundle finish bundle/
     """
     from ambereval.snapshots import finish_bundle
+    from ambereval.snapshots.manifest import DIGEST
 
+    digest = bundle / DIGEST
+    before = digest.read_bytes() if digest.is_file() else None
     with handled():
         notes = finish_bundle(bundle, force=force)
+    resealed = before is None or not digest.is_file() or digest.read_bytes() != before
     if as_json:
-        print_json({"bundle": str(bundle), "repaired": list(notes)})
+        print_json({"bundle": str(bundle), "repaired": list(notes), "resealed": resealed})
         return
     for note in notes:
         stdout.print(f"repaired: {note}")
-    stdout.print(f"finished {bundle}")
+    stdout.print(f"finished {bundle}" if resealed
+                 else f"{bundle} was already finished; left as it is")
 
 
 @app.command("keygen")

@@ -17,7 +17,10 @@ def from_where_it_was_made(run_dir: Path) -> Path:
     run_dir = run_dir.resolve()
     home = inputs_home(run_dir)
     if home is not None:
-        os.chdir(home)
+        try:
+            os.chdir(home)
+        except OSError:
+            return run_dir  # stay: the inputs will be reported missing from here
         stderr.print(f"amber: note: reading the run's inputs from {home}, where it was made",
                      markup=False)
     return run_dir

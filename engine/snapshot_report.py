@@ -7,6 +7,7 @@ evaluations — with any judge — run on exactly the same claims.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,10 @@ from ambereval.errors import InputError
 from ambereval.models import Judge
 from ambereval.models.canonical import content_key
 from ambereval.snapshots import Bundle, CaptureOptions, CaptureSummary, ClaimInput, capture_claims
+from ambereval.snapshots.bundle import INDEX_PATH, report_key
 from ambereval.snapshots.capture import report_of_claim
+
+_EXTRACTED_ID = re.compile(r"c\d+")  # the ids claim extraction gives
 
 
 def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
@@ -38,7 +42,7 @@ def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
     if not report.text.strip():
         raise InputError(f"{report_path}: the report is empty")
     task = load_task(task_path, report_path.name) if task_path else None
-    _refuse_another_input(Path(out), report_path, report.text)
+    _refuse_another_input(Path(out), report_path, report_key(report.text))
     claims, account = extract_report_claims(report, judge, extractor, progress)
     meta = {"extractor": extractor, "judge": judge.backend.identity()["model"],
             "extract_prompt_sha256": content_key([EXTRACT_PROMPT, EXTRACT_SCHEMA]),
@@ -56,24 +60,23 @@ def snapshot_report(report_path: str | Path, out: str | Path, judge: Judge,
     return summary, claims, account
 
 
-def _refuse_another_input(out: Path, report_path: Path, text: str) -> None:
-    """Claim ids (c1, c2, ...) are the bundle's keys: a bundle that already holds claims
-    of another report, or of a claims file, would have them overwritten. Refused before
-    the judge runs; a rerun of the same report into its own bundle goes on."""
-    import hashlib
-
-    from ambereval.snapshots.bundle import INDEX_PATH
-
+def _refuse_another_input(out: Path, report_path: Path, report_id: str) -> None:
+    """Claim ids (c1, c2, ...) are the bundle's keys: claims the bundle holds from another
+    report, or from a claims file under ids this report's claims would take (``c<n>``),
+    would be overwritten. Refused before the judge runs; the same report again goes on."""
     if not (out / INDEX_PATH).is_file():
         return
-    report_id = hashlib.sha256(text.encode("utf-8")).hexdigest()
     with Bundle.open(out) as bundle:
         rows = bundle.index.rows("SELECT id, extra FROM claims ORDER BY ordinal, id")
-    others = [r["id"] for r in rows if report_of_claim(r["extra"]) != report_id]
+        names = {r["id"]: r["name"] for r in bundle.index.rows("SELECT id, name FROM reports")}
+    others = [(r["id"], report_of_claim(r["extra"])) for r in rows
+              if report_of_claim(r["extra"]) != report_id
+              and (report_of_claim(r["extra"]) is not None or _EXTRACTED_ID.fullmatch(r["id"]))]
     if others:
+        first, source = others[0]
+        what = (f"an earlier version of {report_path.name}" if names.get(source or "")
+                == report_path.name else "another report" if source else "a claims file")
         raise InputError(
-            f"{out}: already holds {len(others)} claim{'s' if len(others) != 1 else ''} of "
-            f"another input (first: "
-            f"{others[0]!r}); snapshotting {report_path.name} there would overwrite them",
+            f"{out}: holds {len(others)} claim{'s' if len(others) != 1 else ''} from {what} "
+            f"(first: {first!r}) that {report_path.name}'s claims would overwrite",
             hint="give each report its own --out bundle")
-

@@ -130,7 +130,11 @@ class Bundle:
         if index.meta("created") is None:
             index.set_meta("created", manifest_date(bundle.clock()))
             index.set_meta("software", manifest.software())
-        bundle.repaired = bundle.repair()
+        try:
+            bundle.repaired = bundle.repair()
+        except BaseException:
+            bundle.close()  # the lock and the index go with the refusal
+            raise
         if unfinished_state(root) is None:  # keep a failed step's note until it is repaired
             bundle._mark_unfinished(None, None)
         return bundle
@@ -305,10 +309,8 @@ class Bundle:
     def store_report(self, name: str, text: str, task: Any = None,
                      meta: Any = None) -> str:
         """Archive a report's text as a ``resource`` record; returns its id (sha256)."""
-        import hashlib
-
         data = text.encode("utf-8")
-        report_id = hashlib.sha256(data).hexdigest()
+        report_id = report_key(text)
         if self.index.one("SELECT id FROM reports WHERE id = ?", [report_id]):
             return report_id
         warc = self.warc({"software": manifest.software()})
@@ -406,6 +408,13 @@ class Bundle:
         )
 
 
+def report_key(text: str) -> str:
+    """A stored report's id: the sha256 of its UTF-8 text."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
     """Rebuild a bundle's derived files and manifest (the repair after a failed finish or
     an interrupted capture); returns the notes of the torn-tail repair, if any.
@@ -423,6 +432,11 @@ def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
         changed = manifest_mismatch(root) if sealed and not force else None
         if changed is not None:
             (root / UNFINISHED).unlink(missing_ok=True)  # as sealed as before: no marker
+            if changed.file == manifest.DIGEST and not (root / manifest.DIGEST).exists():
+                raise VerificationError(
+                    f"{root}: has no {manifest.DIGEST} (sealed by an older amber), so "
+                    "its files cannot be checked against the manifest",
+                    hint="`amber bundle finish --force` seals it anew, if you trust it")
             raise VerificationError(
                 f"{root}: changed after it was finished ({changed}); finish repairs "
                 "interrupted captures, it does not re-seal edited files",

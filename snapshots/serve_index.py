@@ -74,8 +74,14 @@ def _where(item: Frozen) -> str:
 
 def _same_bytes(a: Frozen, b: Frozen) -> bool:
     """Two captures of one request that do not conflict: the same payload and status. A
-    redirect hop's status is not indexed (None); its payload decides alone."""
-    return a.digest == b.digest and (a.status == b.status or None in (a.status, b.status))
+    redirect hop's status is not indexed (None): it agrees with a redirect (3xx) of the
+    same payload, nothing else."""
+    if a.digest != b.digest:
+        return False
+    if a.status is None or b.status is None:
+        known = a.status if a.status is not None else b.status
+        return known is None or 300 <= known < 400
+    return a.status == b.status
 
 
 def _parse_warcinfo(body: bytes) -> dict[str, str]:

@@ -11,7 +11,9 @@ Checks, stopping at the first mismatch (reported with file, offset and record id
    sits in the index at exactly that offset and length;
 3. the index: every record the index names is found in its file (nothing points past
    the end), captures and texts point at records of the right type, SQLite integrity
-   and foreign keys hold.
+   and foreign keys hold;
+4. claims and reports: each claim's text and links are those of its last WARC metadata
+   record, each report's id is the sha256 of its archived text.
 """
 
 from __future__ import annotations
@@ -276,17 +278,19 @@ def _check_index(bundle: Bundle) -> None:
 
 
 def _check_claims_and_reports(bundle: Bundle) -> None:
-    """The index's claims and reports say what their WARC records say: each claim's text
-    and links digest are those of the newest ``urn:amber:claim:<id>`` metadata record,
-    and each report's id is the sha256 of its archived text. (The manifest check catches
-    an edited index; this catches one re-sealed after the edit.)"""
+    """The index's claims and reports say what their WARC records say: each linked
+    claim's text and links digest are those of its last indexed ``urn:amber:claim:<id>``
+    metadata record, and each report's id is the sha256 of its archived text. (The
+    manifest check catches an edited index; this catches one re-sealed after the edit.)
+    A claim registered but never linked (a capture stopped between the two) has no
+    record yet and is not checked."""
     index = bundle.index
     db = str(INDEX_PATH)
     for claim in index.rows("SELECT id, text, links_sha256 FROM claims "
                             "WHERE links_sha256 IS NOT NULL ORDER BY id"):
         newest = index.one(
             "SELECT record_id FROM records WHERE type = 'metadata' AND target_uri = ? "
-            "ORDER BY warc_file DESC, offset DESC LIMIT 1", [f"urn:amber:claim:{claim['id']}"])
+            "ORDER BY rowid DESC LIMIT 1", [f"urn:amber:claim:{claim['id']}"])  # last indexed
         if newest is None:
             raise _Stop(Mismatch(db, None, None,
                                  f"claim {claim['id']}: no WARC record holds it"))

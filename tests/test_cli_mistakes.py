@@ -158,8 +158,8 @@ def test_snapshot_report_never_overwrites_claims_of_another_input(web: FakeWeb,
     before = (out / "evidence" / "amber.sqlite").read_bytes()
     other = run_amber("snapshot", "report", str(report("two.md", "India grows tea too")),
                       *args, env=web.env())
-    one_line(other, 2, "already holds 1 claim of another input (first: 'c1'); "
-                       "snapshotting two.md there would overwrite them")
+    one_line(other, 2, "holds 1 claim from another report (first: 'c1') that two.md's "
+                       "claims would overwrite")
     assert (out / "evidence" / "amber.sqlite").read_bytes() == before
 
 
@@ -209,6 +209,13 @@ def test_snapshot_claims_never_overwrites_a_reports_claims(web: FakeWeb,
     added = run_amber("snapshot", "claims", str(other), "--out", str(out), "--reader", "direct",
                       env=web.env())
     assert added.returncode == 0, added.stderr  # new ids join the bundle
+    again = run_amber("snapshot", "report", str(report), "--out", str(out), "--extractor",
+                      "sentences", "--top-k", "0", "--reader", "direct", env=web.env())
+    assert again.returncode == 0, again.stderr  # k1 is not in the report's way
+    report.write_text(report.read_text().replace("China", "India"))
+    edited = run_amber("snapshot", "report", str(report), "--out", str(out), "--extractor",
+                       "sentences", "--top-k", "0", "--reader", "direct", env=web.env())
+    one_line(edited, 2, "from an earlier version of r.md (first: 'c1')")
 
 
 def test_one_model_given_twice_is_not_an_ensemble(tmp_path: Path) -> None:

@@ -155,7 +155,7 @@ def test_interrupted_capture_is_reported_as_unfinished_and_finish_repairs(
     assert "Traceback" not in done.stderr
     fixed = run_amber("bundle", "finish", str(root), "--json")
     assert fixed.returncode == 0, fixed.stderr
-    assert json.loads(fixed.stdout) == {"bundle": str(root), "repaired": []}
+    assert json.loads(fixed.stdout) == {"bundle": str(root), "repaired": [], "resealed": True}
     assert verify_bundle(root).ok and unfinished_state(root) is None
 
 
@@ -180,11 +180,13 @@ def test_finish_cuts_a_torn_tail_and_says_so(first: Path, tmp_path: Path) -> Non
     assert json.loads(fixed.stdout) == {
         "bundle": str(root),
         "repaired": [f"{warc.name}: cut a torn tail of 24 bytes at offset {good}, "
-                     f"kept in {kept}"]}
+                     f"kept in {kept}"],
+        "resealed": False}  # the tail cut, the sealed files match their manifest again
     assert warc.stat().st_size == good and verify_bundle(root).ok
     assert (root / kept).read_bytes().endswith(b"partial-record")  # nothing is lost
     text = run_amber("bundle", "finish", str(root))
     assert text.returncode == 0 and "repaired" not in text.stdout  # nothing left to cut
+    assert "was already finished; left as it is" in text.stdout
     packed = run_amber("bundle", "pack", str(root), "--out", str(tmp_path / "b.wacz"))
     assert packed.returncode == 0, packed.stderr
     with zipfile.ZipFile(tmp_path / "b.wacz") as zf:  # what was cut never travels
@@ -233,4 +235,14 @@ def test_finish_never_reseals_a_bundle_edited_after_it_was_finished(first: Path,
     assert not verify_bundle(root).ok
     forced = run_amber("bundle", "finish", str(root), "--force")
     assert forced.returncode == 0, forced.stderr
+    assert verify_bundle(root).ok
+
+
+def test_finish_names_a_bundle_sealed_without_a_digest(first: Path, tmp_path: Path) -> None:
+    root = copy(first, tmp_path)
+    (root / "datapackage-digest.json").unlink()  # as the first amber sealed bundles
+    done = run_amber("bundle", "finish", str(root))
+    assert done.returncode == 3 and no_traceback(done.stderr)
+    assert "has no datapackage-digest.json (sealed by an older amber)" in done.stderr
+    assert run_amber("bundle", "finish", str(root), "--force").returncode == 0
     assert verify_bundle(root).ok

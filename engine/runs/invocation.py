@@ -84,6 +84,9 @@ class Invocation:
             elif spec.kind == "name" and spec.name:
                 what = str(locate_judge(spec.name).resolve())
             else:
+                if spec.path and not Path(spec.path).is_file():
+                    raise InputError(f"{spec.path}: model file not found",
+                                     hint="expected a .gguf file")
                 what = str((Path(spec.path) if spec.path else default_judge_path()).resolve())
             if what in seen:
                 raise InputError(f"judges {seen[what]!r} and {spec.label!r} are the same model",
@@ -159,8 +162,8 @@ def inputs_home(run_dir: str | Path) -> Path | None:
     not found from here, and they are from there. None otherwise (nothing to change)."""
     try:
         invocation = read_invocation(run_dir)
-    except InputError:
-        return None
+    except (InputError, OSError):
+        return None  # the command itself will say what is wrong with the run
     home = Path(invocation.cwd) if invocation.cwd else None
     if home is None or not home.is_dir() or home.resolve() == Path.cwd().resolve():
         return None
