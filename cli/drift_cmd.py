@@ -63,7 +63,8 @@ def drift_cmd(
                       "-" if sim is None else f"{sim:.3f}")
     stdout.print(table)
     if result["counts"].get("refused"):
-        stdout.print(f"refused: {result['counts']['refused']} captures were not fetched again "
+        n = result["counts"]["refused"]
+        stdout.print(f"refused: {n} capture{'s were' if n != 1 else ' was'} not fetched again "
                      "(the address policy; this bundle holds local or private addresses: "
                      "add --allow-private-addresses)", markup=False)
     if result["out"]:

@@ -25,6 +25,7 @@ from ambereval.cli.output import (
     progress_bar,
     run_summary,
     stdout,
+    truncation_warning,
     warn_if_damaged,
 )
 from ambereval.cli.run_inputs import from_where_it_was_made
@@ -162,6 +163,7 @@ def evaluate_cmd(
                                       runner, resume=resume is not None,
                                       invocation=invocation)
     table = result["table"]
+    truncation_warning(result["stats"]["totals"].get("truncated", 0))  # stderr: --json too
     if as_json:
         print_json(table)
         return

@@ -68,14 +68,14 @@ def handled(interrupted: str = "what was captured so far is kept") -> Iterator[N
         fail(*os_error_line(err))
 
 
-# a path the user gave that is not what it must be: bad input (exit 2), not a failure
-_BAD_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError,
-                    PermissionError)
+# a path that is not what it must be (missing, a directory, a file): bad input, exit 2;
+# other OS errors (permissions, a full disk) are failures, exit 1
+_BAD_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError)
 
 
 def os_error_line(err: OSError) -> tuple[str, str | None, int]:
     """``path: what is wrong`` for an operating-system error, with its exit code."""
-    what = (err.strerror or str(err)).lower()
+    what = err.strerror.lower() if err.strerror else str(err)
     code = 2 if isinstance(err, _BAD_PATH_ERRORS) else 1
     return (f"{err.filename}: {what}" if err.filename else what), None, code
 
@@ -133,7 +133,6 @@ def run_summary(stats: dict[str, Any]) -> None:
         f"{t.get('prompt_tokens', 0)} prompt + {t.get('completion_tokens', 0)} generated "
         f"tokens, {t.get('retries', 0)} retries, {t.get('throttled', 0)} throttled (429/503), "
         f"{t.get('errors', 0)} unusable answers")
-    truncation_warning(t.get("truncated", 0))
 
 
 def warn_if_damaged(bundles: list[Any]) -> None:

@@ -96,6 +96,7 @@ def verify_cmd(
         write_results(result, out)
         judge.close()
     stats = judge.stats()
+    truncation_warning(stats["truncated"])  # stderr: with --json too
     if as_json:
         print_json({**result, "stats": stats})
         return
@@ -113,4 +114,3 @@ def verify_cmd(
                  f"{stats['ledger_hits']} from the ledger), {stats['prompt_tokens']} prompt + "
                  f"{stats['completion_tokens']} generated tokens, {stats['retries']} retries, "
                  f"{stats['throttled']} throttled, {stats['errors']} unusable; written to {out}")
-    truncation_warning(stats["truncated"])

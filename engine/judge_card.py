@@ -193,6 +193,9 @@ def write_card(card: dict[str, Any], out: str | Path | None = None) -> list[Path
     return targets
 
 
+_WARNED: set[tuple[str, Any]] = set()  # (judge sha256, its kappa) already warned about
+
+
 def card_entry(judge: Judge, label: str | None = None) -> dict[str, Any]:
     """What a run records about its judge's measured quality, and the one-line warning
     (logged to stderr) when that quality is unknown or below :data:`KAPPA_FLOOR`.
@@ -215,8 +218,6 @@ def card_entry(judge: Judge, label: str | None = None) -> dict[str, Any]:
         _log.warning("amber: warning: %s", warning)
     return {"sha256": sha, "card": card, "mean_kappa": kappa, "warning": warning}
 
-
-_WARNED: set[tuple[str, Any]] = set()  # (judge sha256, its kappa) already warned about
 
 
 def card_entries(judges: list[tuple[str, Judge]]) -> dict[str, dict[str, Any]]:

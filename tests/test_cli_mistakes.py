@@ -4,6 +4,7 @@ what a command reads."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,9 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return one_page_bundle(tmp_path_factory.mktemp("mistakes") / "bundle", "/pages/tea.html")
 
 
-def one_line(done: object, code: int, message: str) -> None:
-    stderr = done.stderr  # type: ignore[attr-defined]
-    assert done.returncode == code, stderr  # type: ignore[attr-defined]
-    assert message in stderr and no_traceback(stderr), stderr
+def one_line(done: subprocess.CompletedProcess[str], code: int, message: str) -> None:
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr and no_traceback(done.stderr), done.stderr
 
 
 @pytest.mark.parametrize("command", [
@@ -219,15 +219,26 @@ def test_snapshot_claims_never_overwrites_a_reports_claims(web: FakeWeb,
 
 
 def test_one_model_given_twice_is_not_an_ensemble(tmp_path: Path) -> None:
+    from ambereval.models.registry import default_judge_path
+
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    twice = run_amber("evaluate", "b", "--task", "t.json", "--out", str(tmp_path / "r"),
-                      "--judge-model", str(model), "--judge-model", str(model))
-    one_line(twice, 2, "judges 'm.gguf' and 'm.gguf#2' are the same model")
-    by_name = run_amber("evaluate", "b", "--task", "t.json", "--out", str(tmp_path / "r"),
-                        "--judge", "smollm2-135m", "--judge-model", str(model),
-                        "--judge-model", str(model.with_name("other.gguf")))
-    assert "same model" not in by_name.stderr  # different files: a real ensemble
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF")
+
+    def evaluate(*judges: str) -> subprocess.CompletedProcess[str]:
+        return run_amber("evaluate", "b", "--task", str(tmp_path / "t.json"), "--out",
+                         str(tmp_path / "r"), *judges)
+
+    one_line(evaluate("--judge-model", str(model), "--judge-model", str(model)), 2,
+             "judges 'm.gguf' and 'm.gguf#2' are the same model")
+    one_line(evaluate("--judge", "smollm2-135m", "--judge-model", str(default_judge_path())),
+             2, "are the same model")
+    one_line(evaluate("--judge-model", str(tmp_path / "gone.gguf")), 2,
+             "gone.gguf: model file not found")
+    # different files are a real ensemble: the judges pass, the missing task file is next
+    one_line(evaluate("--judge-model", str(model), "--judge-model", str(other)), 2,
+             "t.json: no such task file")
     assert not (tmp_path / "r").exists()
 
 
@@ -264,6 +275,24 @@ def test_judge_bench_refuses_a_gold_span_outside_its_page(tmp_path: Path) -> Non
              "gold span [2, 99] is not inside the page (10 characters)")
 
 
+def test_integrity_warning_names_what_a_judge_would_be_given(bundle: Path,
+                                                             tmp_path: Path) -> None:
+    import shutil
+
+    from ambereval.snapshots.bundle import UNFINISHED
+    from ambereval.snapshots.verify import integrity_warning
+
+    assert integrity_warning(bundle) is None
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    (copy / UNFINISHED).write_text("{}")
+    assert "interrupted before finishing" in (integrity_warning(copy) or "")
+    (copy / UNFINISHED).unlink()
+    (copy / "datapackage.json").unlink()
+    assert "no datapackage.json" in (integrity_warning(copy) or "")
+
+
+@pytest.mark.slow
 def test_judging_a_bundle_that_no_longer_matches_its_manifest_warns(
         bundle: Path, tmp_path: Path) -> None:
     import shutil

@@ -129,3 +129,24 @@ def test_prompt_errors_are_replayed_but_not_network_errors(tmp_path: Path) -> No
     with pytest.raises(ModelError, match="does not fit"):
         ask(Judge(backend, Ledger(path, "replay")), "abc")
     assert backend.calls == 1
+
+
+class CuttingBackend(CountingBackend):
+    """Cuts every prompt longer than 5 characters, as a small context would."""
+
+    def complete(self, messages, schema, max_tokens, seed):  # type: ignore[no-untyped-def]
+        done = super().complete(messages, schema, max_tokens, seed)
+        cut = len(messages[-1]["content"]) > 5
+        return Completion(done.raw, done.usage, {"cut_chars": 1} if cut else None)
+
+
+def test_prompts_cut_to_fit_are_counted_from_the_model_and_the_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    live = Judge(CuttingBackend(), Ledger(path, "record"))
+    ask(live, "short")
+    ask(live, "much longer text")
+    assert live.stats()["truncated"] == 1
+    replay = Judge(CuttingBackend(), Ledger(path, "replay"))
+    ask(replay, "short")
+    ask(replay, "much longer text")
+    assert replay.stats()["truncated"] == 1 and replay.stats()["ledger_hits"] == 2

@@ -152,3 +152,20 @@ def test_an_edited_claim_is_caught_even_after_a_forced_reseal(tmp_path: Path) ->
     report = verify_bundle(root)
     assert not report.ok
     assert "claim c1: the index differs from its WARC record" in str(report.mismatch)
+
+
+def test_a_report_whose_text_does_not_match_its_id_is_caught(tmp_path: Path) -> None:
+    from ambereval.snapshots import finish_bundle
+
+    root = tmp_path / "b"
+    with Bundle.create(root) as b:
+        b.store_report("r.md", "# A report\n")
+        b.finalize()
+    assert verify_bundle(root).ok
+    db = sqlite3.connect(root / "evidence" / "amber.sqlite")
+    db.execute("UPDATE reports SET id = ?", ["0" * 64])
+    db.commit()
+    db.close()
+    finish_bundle(root, force=True)
+    report = verify_bundle(root)
+    assert not report.ok and "its text differs from its id" in str(report.mismatch)

@@ -290,7 +290,7 @@ def unscored(results: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
         if isinstance(node, dict):
             empty = ("score" in node and node["score"] is None) or \
                 ("scores" in node and node["scores"] is None)
-            if empty and isinstance(node.get("reason"), str):
+            if empty and isinstance(node.get("reason"), str) and node["reason"]:
                 seen.setdefault((path, node["reason"]), set()).add(report)
                 return
             for key, value in node.items():

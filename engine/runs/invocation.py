@@ -5,8 +5,9 @@ this file says how to open the same inputs again: the bundles and tasks file as 
 named them, the protocols, each judge as it was given (a GGUF path, a registered name, a
 served URL and model name), the context size, seed, clip and rules. It holds no option
 that only changes speed (judge concurrency, threads, executor, Ray address): those may
-differ on a resume or rerun, and two runs of the same inputs at any concurrency write
-the same file.
+differ on a resume or rerun, and two runs of the same inputs, started from the same
+directory, write the same file at any concurrency. ``cwd`` is that directory: relative
+bundle and task paths are read from it when a resume, rerun or replay starts elsewhere.
 
 Format ``amber-invocation/1``::
 
@@ -14,7 +15,8 @@ Format ``amber-invocation/1``::
        {"kind": "url", "url": "..", "model": ".." | null, "label": ".."} |
        {"kind": "name", "name": "..", "label": ".."} |
        {"kind": "model", "path": ".." | null, "label": ".."}],
-     "judge_ctx": 4096, "seed": 0, "clip_chars": 12000, "rules": ["c1_empty=zero", ..]}
+     "judge_ctx": 4096, "seed": 0, "clip_chars": 12000, "rules": ["c1_empty=zero", ..],
+     "cwd": "/abs/dir" (absent in files written before it was recorded)}
 
 ``label`` is the judge's name in the run (the per-report JSON and ledger use it).
 """
