@@ -133,3 +133,9 @@ def test_a_verify_output_whose_ledger_lives_elsewhere_is_not_a_prompt_difference
                                "not_compared": f"b ({elsewhere}) has no ledger.sqlite"}
     done = run_amber("diff", str(runs.verify), str(elsewhere), "--exit-code")
     assert done.returncode == 0, done.stdout + done.stderr
+    first = json.loads((elsewhere / "verdicts.jsonl").read_text().splitlines()[0])
+    first["verdict"] = "Incorrect" if first["verdict"] == "Correct" else "Correct"
+    rest = (elsewhere / "verdicts.jsonl").read_text().splitlines()[1:]
+    (elsewhere / "verdicts.jsonl").write_text("\n".join([json.dumps(first), *rest]) + "\n")
+    text = run_amber("diff", str(runs.verify), str(elsewhere))
+    assert f"prompts: not compared, b ({elsewhere}) has no ledger.sqlite" in text.stdout

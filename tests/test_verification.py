@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ambereval.engine.verification import VerifyOptions, verify_claims
+from ambereval.engine.verification import VerifyOptions, verify_claims, write_results
 from ambereval.models import Embedder, Judge
 from ambereval.models.judge import Completion
 from ambereval.snapshots import Bundle, ClaimInput, capture_claims
@@ -100,6 +100,11 @@ def test_verdict_rules_and_provenance(tmp_path: Path, web: FakeWeb, embedder: Em
                 for p in ev["passages"]:
                     assert stored.text[p["start"] : p["end"]]
                 assert len(ev["ledger_key"]) == 64
+    # the audit says why a claim had no page to judge
+    write_results(result, tmp_path / "verify")
+    audit = run_amber("audit", str(tmp_path / "verify"), "--claim", "dead")
+    assert audit.returncode == 0, audit.stderr
+    assert f"cited page {web.url('/missing')}: failed_capture HTTP 404" in audit.stdout
 
 
 def test_whole_bundle_finds_an_uncited_page(tmp_path: Path, web: FakeWeb,
