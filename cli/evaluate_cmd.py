@@ -99,6 +99,7 @@ def evaluate_cmd(
         judges_width,
         plan_reports,
         unscored,
+        unusable_citations,
     )
     from ambereval.engine.runs.executors import make_executor
     from ambereval.engine.runs.invocation import Invocation, judge_specs, read_invocation
@@ -175,4 +176,10 @@ def evaluate_cmd(
     for what, why, count in unscored(result["reports"]):
         stdout.print(f"not scored: {what} on {count} of {len(result['reports'])} "
                      f"report{'s' if len(result['reports']) != 1 else ''}: {why}", markup=False)
+    gaps = unusable_citations(result["reports"])
+    if gaps:
+        stdout.print(f"note: {sum(gaps.values())} cited URLs have no usable page in the bundles "
+                     f"({', '.join(f'{why} {n}' for why, n in gaps.items())}); DeepEval counts "
+                     "them invalid (E1), as a dead link is counted live: `amber bundle drift` "
+                     "tells a dead page from a failed capture", markup=False)
     stdout.print(f"per-report scores in {out / 'reports'}; table in {out / 'run.csv'}")

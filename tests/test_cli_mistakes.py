@@ -307,3 +307,18 @@ def test_judging_a_bundle_that_no_longer_matches_its_manifest_warns(
     assert "does not match its manifest (pages/pages.jsonl" in done.stderr
     clean = run_amber("verify", str(bundle), "--out", str(tmp_path / "v2"))
     assert "match its manifest" not in clean.stderr
+
+
+def test_cited_urls_without_a_usable_page_are_counted_once_per_bundle() -> None:
+    from ambereval.engine.runs.evaluate import unusable_citations
+
+    def doc(bundle: str, *entries: dict[str, str]) -> dict[str, object]:
+        return {"bundle": bundle, "judges": {"j": {"deepeval": {"citation_accuracy": {
+            "urls": list(entries)}}}}}
+
+    dead = {"url": "u1", "error": "E1", "reason": "failed_capture HTTP 422: gone"}
+    assert unusable_citations([
+        doc("b1", dead, {"url": "u2", "error": "E1", "reason": "not_captured"},
+            {"url": "u3", "error": "E2", "reason": "irrelevant"}),
+        doc("b1", dead),  # the same URL of the same bundle, another report
+        doc("b2", dead)]) == {"failed_capture": 2, "not_captured": 1}

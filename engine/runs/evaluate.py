@@ -302,6 +302,25 @@ def unscored(results: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
     return sorted((what, why, len(reports)) for (what, why), reports in seen.items())
 
 
+def unusable_citations(results: list[dict[str, Any]]) -> dict[str, int]:
+    """Cited URLs the bundles hold no usable page for, by why (``failed_capture``,
+    ``not_captured``, ``no_text``, ``error_page``), each (bundle, URL) once, from
+    DeepEval's citation accuracy: the protocols count them against the report (E1), as a
+    dead link is counted live, so the reader should know how many there were."""
+    seen: dict[tuple[str, str], str] = {}
+    for doc in results:
+        for by_protocol in (doc.get("judges") or {}).values():
+            accuracy = (by_protocol.get("deepeval") or {}).get("citation_accuracy") or {}
+            for entry in accuracy.get("urls") or []:
+                if entry.get("error") == "E1":
+                    why = str(entry.get("reason") or "invalid").split(" ")[0].split(":")[0]
+                    seen[(str(doc.get("bundle")), entry["url"])] = why
+    counts: dict[str, int] = {}
+    for why in seen.values():
+        counts[why] = counts.get(why, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def _suggest_workers(executor: Any, setup: RunSetup, reports: int) -> None:
     """One line when ``auto`` left an in-process judge to take many reports one at a time
     on a machine with many cores: worker processes would use them (same result)."""
