@@ -123,6 +123,36 @@ def _numbered_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
+def _listed(path: Path, key: str, fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``{key: [{field: text, ...}, ...]}`` read from ``path``, or one line saying what a
+    DR3-Eval evaluation file must look like."""
+    doc = _read_json(path)
+    items = doc.get(key) if isinstance(doc, dict) else None
+    shape = f'{{"{key}": [{{{", ".join(f"{f!r}: ..." for f in fields)}}}, ...]}}'
+    if not isinstance(items, list):
+        raise InputError(f"{path}: expected {shape}")
+    for n, item in enumerate(items):
+        if not isinstance(item, dict) or any(
+                not isinstance(item.get(f), str | int) or item.get(f) == "" for f in fields):
+            raise InputError(f"{path}: {key}[{n}]: expected {shape}")
+        if not isinstance(item[fields[-1]], str):
+            raise InputError(f"{path}: {key}[{n}].{fields[-1]}: expected text")
+    return items
+
+
+def _check_corpus(corpus: Any, path: Path) -> None:
+    """A sandbox corpus is a list of page objects whose title and body are text."""
+    if not isinstance(corpus, list):
+        raise InputError(f"{path}: expected a list of pages")
+    for n, page in enumerate(corpus):
+        if not isinstance(page, dict):
+            raise InputError(f"{path}: page {n}: expected an object "
+                             '{"title": ..., "page_body": ..., "url"?: ...}')
+        for field in ("title", "page_body", "content", "url"):
+            if page.get(field) is not None and not isinstance(page[field], str):
+                raise InputError(f"{path}: page {n}: {field!r} must be text")
+
+
 def _find(root: Path, task_id: str, name: str) -> Path | None:
     hits = sorted(p for p in (root / "evaluation").rglob(name) if task_id in p.parts)
     return hits[0] if hits else None
@@ -150,8 +180,7 @@ def import_dr3(dataset: str | Path, out: str | Path, size: str = "32k",
         if not corpus_path.is_file():
             raise InputError(f"{corpus_path}: missing sandbox corpus for task {task_id}")
         corpus = _read_json(corpus_path)
-        if not isinstance(corpus, list):
-            raise InputError(f"{corpus_path}: expected a list of pages")
+        _check_corpus(corpus, corpus_path)
         task = Task(id=task_id, query=str(q["query"]), meta={"corpus_size": size})
         for page in _jsonl(folder / "useful_search.jsonl"):
             title = str(page.get("title") or "").strip()
@@ -165,14 +194,15 @@ def import_dr3(dataset: str | Path, out: str | Path, size: str = "32k",
         sandbox = _find(dataset, task_id, "gold_insights_from_long_context.json")
         source = _find(dataset, task_id, "gold_insights_from_source.json")
         if sandbox:
-            task.insights_sandbox = [i["insight"] for i in _read_json(sandbox)["gold_insights"]]
+            task.insights_sandbox = [i["insight"] for i in
+                                     _listed(sandbox, "gold_insights", ("insight",))]
         if source:
             task.insights_user_files = [i["insight"] for i in
-                                        _read_json(source)["gold_insights"]]
+                                        _listed(source, "gold_insights", ("insight",))]
         checklist = _find(dataset, task_id, "checklist.json")
         if checklist:
             task.checklist = [ChecklistItem(str(c["id"]), c["requirement"], c.get("category"))
-                              for c in _read_json(checklist)["checklist"]]
+                              for c in _listed(checklist, "checklist", ("id", "requirement"))]
         root = corpus_bundle(corpus, out / "bundles" / task_id, task_id, corpus_path)
         report = Path(reports) / task_id / "final_report.md" if reports else None
         if report is not None and report.is_file():

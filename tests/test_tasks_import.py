@@ -100,3 +100,26 @@ def test_import_dr3_builds_a_bundle_per_task(tmp_path: Path) -> None:
         assert "[long_context:" in report
     done = run_amber("import", "dr3", str(tmp_path / "nothing"), "--out", str(tmp_path / "x"))
     assert done.returncode == 2 and "no query.jsonl" in done.stderr
+
+
+@pytest.mark.parametrize(("where", "content", "message"), [
+    ("evaluation/insights/001/gold_insights_from_long_context.json", '{"insights": []}',
+     'expected {"gold_insights": [{\'insight\': ...}, ...]}'),
+    ("evaluation/checklists/001/checklist.json", '{"checklist": [{"id": 1, "text": "x"}]}',
+     "checklist[0]: expected"),
+    ("001/long_context_sampled_32k.json", "[1, 2]", "page 0: expected an object"),
+    ("001/long_context_sampled_32k.json", '[{"title": "t", "page_body": {"a": 1}}]',
+     "page 0: 'page_body' must be text"),
+])
+def test_import_dr3_names_a_file_of_the_wrong_shape(tmp_path: Path, where: str, content: str,
+                                                    message: str) -> None:
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(DR3, data)
+    (data / where).write_text(content)
+    done = run_amber("import", "dr3", str(data), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and where.split("/")[-1] in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out" / "bundles").exists()  # nothing half-written
