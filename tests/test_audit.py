@@ -61,6 +61,7 @@ def test_run_directory_audit_covers_every_protocol(runs: Runs) -> None:
             "deepeval.citation_accuracy"} <= dims
     fa = [i for i in report.items if i.dimension == "fa" and i.evidence]
     assert fa and all(i.span for i in fa)
+    assert all("None" not in (i.reason or "") for i in fa)  # a judged source says how
     for item in fa:  # FA does not record offsets: they are found from the prompt
         for ev in item.evidence:
             page = audit.pages[ev.warc_record_id]

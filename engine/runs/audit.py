@@ -456,8 +456,10 @@ def _dr3_items(loader: _Loader, bundle: Bundle | None, result: dict[str, Any], j
             id=f"fa.{i}", protocol=p, dimension="fa", judge=judge,
             label="supported" if claim.get("supported") else "unsupported",
             outcome="pass" if claim.get("supported") else "fail", text=claim.get("claim", ""),
-            span=span, reason="; ".join(f"{s.get('source')}: {s.get('reason')}"
-                                        for s in claim.get("sources") or []) or "no source",
+            span=span, reason="; ".join(
+                f"{s.get('source')}: "
+                f"{s.get('reason') or ('supports' if s.get('supported') else 'does not support')}"
+                for s in claim.get("sources") or []) or "no source",
             ledger_keys=[s["ledger_key"] for s in claim.get("sources") or []
                          if s.get("ledger_key")], evidence=evidence))
     for row in (result.get("if") or {}).get("items") or []:
