@@ -108,3 +108,23 @@ def test_a_run_made_with_relative_paths_replays_and_resumes_from_anywhere(
         again = run_amber("evaluate", "--resume", str(home / "run"), cwd=elsewhere)
         assert again.returncode == 0, again.stderr
     assert json.loads((home / "run" / "invocation.json").read_text())["cwd"] == str(home)
+
+
+def test_a_new_run_never_mixes_into_a_run_of_other_inputs(tmp_path: Path) -> None:
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    out = tmp_path / "r"
+    with FakeJudgeServer() as server:
+        first = run_amber(*_args(bundles, tasks, server.url), "--out", str(out))
+        assert first.returncode == 0, first.stderr
+        before = run_contents(out)
+        other = run_amber(*_args(bundles[:1], tasks, server.url), "--out", str(out))
+        assert other.returncode == 2 and "holds a run of other inputs" in other.stderr
+        assert "differ in bundles" in other.stderr and "Traceback" not in other.stderr
+        assert run_contents(out) == before  # untouched
+        same = run_amber(*_args(bundles, tasks, server.url), "--out", str(out))
+        assert same.returncode == 0, same.stderr  # the same inputs evaluated again
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "notes.txt").write_text("mine")
+    with FakeJudgeServer() as server:
+        stray = run_amber(*_args(bundles, tasks, server.url), "--out", str(tmp_path / "x"))
+    assert stray.returncode == 2 and "not empty and not a run directory" in stray.stderr

@@ -226,7 +226,6 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     _suggest_workers(executor, setup, len(jobs))
     if setup.width > 1 and isinstance(embedder, Embedder):
         setup.embedder = SharedEmbedder(embedder)
-    writer = RunWriter(out)
     manifest = {
         "software": f"amber-eval {__version__}", "protocols": list(protocols),
         "bundles": {b: _digest(Path(b)) for b in dict.fromkeys(j.bundle for j in jobs)},
@@ -241,6 +240,10 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         "report_clip_chars": max_chars,
         "reports": [j.fname for j in jobs],
     }
+    if not resume:
+        check_run_target(out, manifest)
+        (out / "audit.html").unlink(missing_ok=True)  # made from the run this replaces
+    writer = RunWriter(out)
     done = finished_reports(out, manifest) if resume else {}
     if resume:  # answers of workers a crash stopped mid-report (Ray, processes)
         merge_leftover_shards(run_ledger(judges))
@@ -334,6 +337,31 @@ def _suggest_workers(executor: Any, setup: RunSetup, reports: int) -> None:
 
 #: manifest fields a resumed run may differ in (quality measured since is not an input)
 NOT_COMPARED_ON_RESUME = ("judge_cards",)
+
+
+def check_run_target(out: Path, manifest: dict[str, Any]) -> None:
+    """A fresh run may go into a new or empty directory, or into a run directory of the
+    same inputs (evaluated again, e.g. with ``--ledger-mode replay`` from its ledger). A
+    run of other inputs there would mix two runs' reports and ledgers: refused."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    path = out / "manifest.json"
+    if not path.is_file():
+        if all(p.name.startswith("ledger.sqlite") for p in out.iterdir()):
+            return  # the run's ledger, opened already (or put there to answer from)
+        raise InputError(f"{out}: not empty and not a run directory",
+                         hint="give a new --out directory")
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        raise InputError(f"{out}/manifest.json: not JSON") from None
+    now = {"format": "amber-run/2", **manifest}
+    differ = [k for k in sorted(set(before) | set(now))
+              if k not in NOT_COMPARED_ON_RESUME and before.get(k) != now.get(k)]
+    if differ:
+        raise InputError(f"{out}: holds a run of other inputs (they differ in "
+                         f"{', '.join(differ)}); a new run there would mix the two",
+                         hint="give a new --out directory, or --resume to finish that run")
 
 
 def finished_reports(out: Path, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
