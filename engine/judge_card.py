@@ -39,6 +39,9 @@ from ambereval.models.registry import cards_dir, judge_card
 
 CARD_FORMAT = "amber-judge-card/1"
 KAPPA_FLOOR = 0.2
+#: a card on fewer labeled pairs than this (all sets together) is too small to trust: its
+#: kappa can be 1.0 on a single pair, so it does not silence the warning
+MIN_CARD_PAIRS = 50
 SPLITS = ("full", "dev", "test")
 DEFAULT_RETRIEVE_K = 3  # for sets whose lines carry whole pages
 
@@ -193,7 +196,7 @@ def write_card(card: dict[str, Any], out: str | Path | None = None) -> list[Path
     return targets
 
 
-_WARNED: set[tuple[str, Any]] = set()  # (judge sha256, its kappa) already warned about
+_WARNED: set[tuple[str, Any, int]] = set()  # (judge sha256, kappa, pairs) warned about
 
 
 def card_entry(judge: Judge, label: str | None = None) -> dict[str, Any]:
@@ -206,15 +209,21 @@ def card_entry(judge: Judge, label: str | None = None) -> dict[str, Any]:
     card = judge_card(sha)
     name = label or judge.backend.identity()["model"].get("name") or sha[:12]
     kappa = card.get("mean_kappa") if card else None
+    pairs = sum(int(s.get("n", 0)) for s in (card or {}).get("sets", {}).values())
     warning = None
     if not isinstance(kappa, int | float):
         warning = (f"judge {name} has no judge card: its quality is unmeasured "
                    "(measure it: amber judge-bench --suite DIR with the same judge options)")
+    elif pairs < MIN_CARD_PAIRS:
+        warning = (f"judge {name}'s card rests on {pairs} labeled pairs (fewer than "
+                   f"{MIN_CARD_PAIRS}): its kappa {kappa:.3f} is not a measurement (run "
+                   "amber judge-bench --suite DIR without a small --limit)")
     elif kappa < KAPPA_FLOOR:
         warning = (f"judge {name} measured mean kappa {kappa:.3f} < {KAPPA_FLOOR}: its "
                    "verdicts are close to chance")
-    if warning and (sha, kappa) not in _WARNED:  # once per judge and card, not per report
-        _WARNED.add((sha, kappa))
+    seen = (sha, kappa, pairs)  # once per judge and card, not per report or per name
+    if warning and seen not in _WARNED:
+        _WARNED.add(seen)
         _log.warning("amber: warning: %s", warning)
     return {"sha256": sha, "card": card, "mean_kappa": kappa, "warning": warning}
 

@@ -118,11 +118,17 @@ def test_card_entry_warns_when_unmeasured_or_poor(tmp_path: Path, home: Path,
     entry = card_entry(judge)
     assert entry["card"] is None and "has no judge card" in entry["warning"]
     assert "has no judge card" in caplog.text
-    card = run_suite(make_suite(tmp_path / "sets"), judge)
-    write_card(card)
+    small = run_suite(make_suite(tmp_path / "sets"), judge)  # a handful of pairs
+    write_card(small)
     caplog.clear()
     entry = card_entry(judge)
-    assert entry["card"] == card and entry["mean_kappa"] == 0.0
+    assert entry["card"] == small and entry["mean_kappa"] == 0.0
+    assert "labeled pairs (fewer than 50)" in entry["warning"] and "not a measurement" \
+        in caplog.text
+    card = {**small, "sets": {name: {**s, "n": 50} for name, s in small["sets"].items()}}
+    write_card(card)  # as measured on enough pairs
+    caplog.clear()
+    entry = card_entry(judge)
     assert "mean kappa 0.000 < 0.2" in entry["warning"] and "< 0.2" in caplog.text
     good = {**card, "mean_kappa": 0.61}
     write_card(good)
@@ -169,8 +175,10 @@ def test_judge_bench_suite_cli_then_verify_and_evaluate_carry_the_card(
         summary = json.loads((tmp_path / "v" / "summary.json").read_text())
         card = json.loads(stored.read_text())  # as the second run rewrote it (timings)
         assert summary["judge_card"]["card"] == card
-        poor = card["mean_kappa"] < 0.2
-        assert ("amber: warning: judge fake measured mean kappa" in verify.stderr) == poor
+        pairs = sum(s["n"] for s in card["sets"].values())
+        assert pairs < 50  # a small suite: its card is no measurement, and says so
+        assert f"amber: warning: judge fake's card rests on {pairs} labeled pairs" \
+            in verify.stderr
         assert all(len(line) < 200 for line in verify.stderr.splitlines())  # one line
 
         tasks = import_dr3(FIXTURES / "dr3", tmp_path / "dr3",
