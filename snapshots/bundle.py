@@ -423,7 +423,7 @@ def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
     out) is left as it is, signature included. One whose files no longer match was
     changed after it was sealed: it is refused, so a finish never makes edited evidence
     verify. ``force`` re-seals either (any signature is dropped)."""
-    from ambereval.snapshots.verify import manifest_mismatch
+    from ambereval.snapshots.verify import manifest_mismatch, records_mismatch
 
     root = Path(root)
     Bundle.open(root).close()  # it must already be a bundle: never create one here
@@ -445,6 +445,12 @@ def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
         if sealed and not force:  # nothing to rebuild: its manifest and signature stand
             (root / UNFINISHED).unlink(missing_ok=True)
             return list(bundle.repaired)
+        damaged = records_mismatch(bundle) if force else None
+        if damaged is not None:  # a manifest must never vouch for damaged records
+            if sealed:
+                (root / UNFINISHED).unlink(missing_ok=True)
+            raise VerificationError(f"{root}: not re-sealed: {damaged}",
+                                    hint="restore the damaged WARC from a copy")
         bundle.finalize()
         return list(bundle.repaired)
 

@@ -322,6 +322,16 @@ def manifest_mismatch(root: str | Path) -> Mismatch | None:
     return None
 
 
+def records_mismatch(bundle: Bundle) -> Mismatch | None:
+    """The first WARC record of an open bundle that is damaged or not where the index
+    says (check 2 of :func:`verify_bundle`), or None."""
+    try:
+        _check_warcs(bundle, VerifyReport(str(bundle.root)))
+    except _Stop as stop:
+        return stop.mismatch
+    return None
+
+
 def integrity_warning(root: str | Path) -> str | None:
     """One line when a bundle about to be judged is unfinished or its files no longer
     match its manifest (what `amber bundle verify` would say first), else None. Byte

@@ -246,3 +246,17 @@ def test_finish_names_a_bundle_sealed_without_a_digest(first: Path, tmp_path: Pa
     assert "has no datapackage-digest.json (sealed by an older amber)" in done.stderr
     assert run_amber("bundle", "finish", str(root), "--force").returncode == 0
     assert verify_bundle(root).ok
+
+
+def test_a_forced_finish_never_seals_a_damaged_warc(first: Path, tmp_path: Path) -> None:
+    root = copy(first, tmp_path)
+    warc = next((root / "archive").glob("amber-*.warc.gz"))
+    data = bytearray(warc.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte inside a record
+    warc.write_bytes(bytes(data))
+    before = (root / "datapackage.json").read_bytes()
+    done = run_amber("bundle", "finish", str(root), "--force")
+    assert done.returncode == 3 and no_traceback(done.stderr)
+    assert f"not re-sealed: archive/{warc.name}" in done.stderr
+    assert (root / "datapackage.json").read_bytes() == before  # the manifest still says
+    assert unfinished_state(root) is None                      # what the bytes were
