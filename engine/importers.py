@@ -123,6 +123,11 @@ def _numbered_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
+def _task_id(raw: Any) -> str:
+    """DR3-Eval's task folder name for a query row's id: ``7`` -> ``007``."""
+    return f"{int(raw):03d}" if str(raw).isdigit() else str(raw)
+
+
 def _listed(path: Path, key: str, fields: tuple[str, ...]) -> list[dict[str, Any]]:
     """``{key: [{field: text, ...}, ...]}`` read from ``path``, or one line saying what a
     DR3-Eval evaluation file must look like."""
@@ -164,6 +169,9 @@ def import_dr3(dataset: str | Path, out: str | Path, size: str = "32k",
     With ``reports`` (a ``<ctx>/<model>`` folder), each ``<NNN>/final_report.md`` is
     stored in its task's bundle, ready for ``amber evaluate --protocol dr3``."""
     dataset, out = Path(dataset), Path(out)
+    if reports is not None and not Path(reports).is_dir():
+        raise InputError(f"{reports}: no such reports directory",
+                         hint="give the <context>/<model> folder holding NNN/final_report.md")
     queries = _numbered_jsonl(dataset / "query.jsonl")
     if not queries:
         raise InputError(f"{dataset}: no query.jsonl (is this a DR3-Eval dataset folder?)")
@@ -171,10 +179,14 @@ def import_dr3(dataset: str | Path, out: str | Path, size: str = "32k",
         if q.get("id", q.get("number")) is None or not q.get("query"):
             raise InputError(f"{dataset / 'query.jsonl'}:{line}: the row lacks "
                              "id (or number) or query")
+    ids = [_task_id(q.get("id", q.get("number"))) for _, q in queries]
+    if reports is not None and not any((Path(reports) / i / "final_report.md").is_file()
+                                       for i in ids):
+        raise InputError(f"{reports}: holds no NNN/final_report.md for these tasks",
+                         hint="give the <context>/<model> folder, e.g. reports/32k/model-a")
     tasks: list[Task] = []
     for _, q in queries:
-        raw_id = q.get("id", q.get("number"))
-        task_id = f"{int(raw_id):03d}" if str(raw_id).isdigit() else str(raw_id)
+        task_id = _task_id(q.get("id", q.get("number")))
         folder = dataset / task_id
         corpus_path = folder / f"long_context_sampled_{size}.json"
         if not corpus_path.is_file():

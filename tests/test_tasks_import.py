@@ -123,3 +123,10 @@ def test_import_dr3_names_a_file_of_the_wrong_shape(tmp_path: Path, where: str, 
     assert message in done.stderr and where.split("/")[-1] in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "out" / "bundles").exists()  # nothing half-written
+
+
+def test_import_dr3_names_a_reports_folder_with_no_reports(tmp_path: Path) -> None:
+    for wrong in (DR3 / "reports" / "32k", tmp_path / "nowhere"):
+        with pytest.raises(InputError, match="reports"):
+            import_dr3(DR3, tmp_path / "out", reports=wrong)
+    assert not (tmp_path / "out").exists()  # refused before any bundle is written
