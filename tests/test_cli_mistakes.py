@@ -322,3 +322,16 @@ def test_cited_urls_without_a_usable_page_are_counted_once_per_bundle() -> None:
             {"url": "u3", "error": "E2", "reason": "irrelevant"}),
         doc("b1", dead),  # the same URL of the same bundle, another report
         doc("b2", dead)]) == {"failed_capture": 2, "not_captured": 1}
+
+
+def test_run_files_are_as_readable_as_the_umask_says(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from ambereval.engine.runs.run_dir import write_atomic
+
+    old = os.umask(0o022)
+    os.umask(old)
+    write_atomic(tmp_path / "run.json", "{}\n")
+    mode = stat.S_IMODE((tmp_path / "run.json").stat().st_mode)
+    assert mode == 0o666 & ~old  # 0644 under the usual umask, not mkstemp's 0600

@@ -103,6 +103,15 @@ def merge_leftover_shards(ledger: Any) -> int:
     return merged
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()  # read once, at import: os.umask can only be read by setting it
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same directory, fsynced
     and renamed over the target: readers see the old file or the whole new one."""
@@ -112,6 +121,7 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
+            os.chmod(fh.fileno(), 0o666 & ~_UMASK)  # as open() would, not mkstemp's 0600
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
