@@ -335,3 +335,11 @@ def test_run_files_are_as_readable_as_the_umask_says(tmp_path: Path) -> None:
     write_atomic(tmp_path / "run.json", "{}\n")
     mode = stat.S_IMODE((tmp_path / "run.json").stat().st_mode)
     assert mode == 0o666 & ~old  # 0644 under the usual umask, not mkstemp's 0600
+
+
+def test_evaluate_refuses_a_bundle_given_twice(bundle: Path, tmp_path: Path) -> None:
+    tasks = tmp_path / "t.json"
+    tasks.write_text('{"id": "t1", "query": "q"}')
+    one_line(run_amber("evaluate", str(bundle), str(bundle / "."), "--task", str(tasks),
+                       "--out", str(tmp_path / "r")), 2, "given twice")
+    assert not (tmp_path / "r").exists()

@@ -136,6 +136,12 @@ def plan_reports(bundles: list[str | Path], tasks_path: str | Path) -> list[Repo
     """One job per report of every bundle, in run order; fails before any judging."""
     tasks = load_tasks(tasks_path)
     jobs: list[ReportJob] = []
+    seen: dict[Path, str] = {}
+    for path in map(Path, bundles):
+        if path.resolve() in seen:
+            raise InputError(f"bundle {path} given twice (also as {seen[path.resolve()]}): "
+                             "its reports would be scored twice")
+        seen[path.resolve()] = str(path)
     for path in bundles:
         path = Path(path)
         with Bundle.open(path) as bundle:
