@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ambereval.cli.output import handled, print_json, stdout
+from ambereval.cli.output import handled, print_json, stderr, stdout
 
 app = typer.Typer(no_args_is_help=True, help="Check, pack and inspect evidence bundles.")
 
@@ -177,13 +177,18 @@ def finish_cmd(
     with handled():
         notes = finish_bundle(bundle, force=force)
     resealed = before is None or not digest.is_file() or digest.read_bytes() != before
+    unsigned = resealed and before is not None and b'"signedData"' in before
     if as_json:
-        print_json({"bundle": str(bundle), "repaired": list(notes), "resealed": resealed})
+        print_json({"bundle": str(bundle), "repaired": list(notes), "resealed": resealed,
+                    "signature_dropped": unsigned})
         return
     for note in notes:
         stdout.print(f"repaired: {note}")
     stdout.print(f"finished {bundle}" if resealed
                  else f"{bundle} was already finished; left as it is")
+    if unsigned:
+        stderr.print(f"amber: note: {bundle}'s signature was dropped with its old digest "
+                     "(sign it again: amber bundle sign)", markup=False)
 
 
 @app.command("keygen")

@@ -155,7 +155,8 @@ def test_interrupted_capture_is_reported_as_unfinished_and_finish_repairs(
     assert "Traceback" not in done.stderr
     fixed = run_amber("bundle", "finish", str(root), "--json")
     assert fixed.returncode == 0, fixed.stderr
-    assert json.loads(fixed.stdout) == {"bundle": str(root), "repaired": [], "resealed": True}
+    assert json.loads(fixed.stdout) == {"bundle": str(root), "repaired": [], "resealed": True,
+                                         "signature_dropped": False}
     assert verify_bundle(root).ok and unfinished_state(root) is None
 
 
@@ -181,7 +182,8 @@ def test_finish_cuts_a_torn_tail_and_says_so(first: Path, tmp_path: Path) -> Non
         "bundle": str(root),
         "repaired": [f"{warc.name}: cut a torn tail of 24 bytes at offset {good}, "
                      f"kept in {kept}"],
-        "resealed": False}  # the tail cut, the sealed files match their manifest again
+        "resealed": False,  # the tail cut, the sealed files match their manifest again
+        "signature_dropped": False}
     assert warc.stat().st_size == good and verify_bundle(root).ok
     assert (root / kept).read_bytes().endswith(b"partial-record")  # nothing is lost
     text = run_amber("bundle", "finish", str(root))

@@ -204,7 +204,9 @@ def test_finish_keeps_the_signature_of_an_unchanged_bundle(clean: Path, tmp_path
     signed = digest_doc(root)
     assert finish_bundle(root) == [] and digest_doc(root) == signed  # nothing to redo
     assert verify_bundle(root, require_signature=True).ok
-    finish_bundle(root, force=True)  # re-sealed on purpose: a new digest, unsigned
+    forced = run_amber("bundle", "finish", str(root), "--force", "--json")
+    assert forced.returncode == 0, forced.stderr  # re-sealed on purpose: a new digest
+    assert json.loads(forced.stdout)["signature_dropped"] is True
     assert "signedData" not in digest_doc(root) and verify_bundle(root).ok
 
 
