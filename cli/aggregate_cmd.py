@@ -26,10 +26,17 @@ def dailyreport_cmd(
 
     Example: amber aggregate dailyreport scores.json --json
     """
-    from ambereval.engine.protocols.dailyreport_math import aggregate, parse_rules, parse_scores
+    from ambereval.engine.protocols.dailyreport_math import (
+        EVALUATE_ONLY,
+        aggregate,
+        parse_rules,
+        parse_scores,
+    )
     from ambereval.errors import InputError
 
     with handled():
+        if scores.is_dir():
+            raise InputError(f"{scores}: is a directory, not a scores JSON file")
         if not scores.is_file():
             raise InputError(f"{scores}: no such file")
         try:
@@ -37,6 +44,10 @@ def dailyreport_cmd(
         except (ValueError, UnicodeDecodeError) as exc:
             raise InputError(f"{scores}: not valid JSON ({exc})") from None
         rules = parse_rules(rule)
+        unused = sorted({r.partition("=")[0].strip() for r in rule or []} & EVALUATE_ONLY)
+        if unused:  # they act while judging, on claims this command never sees
+            raise InputError(f"rule {unused[0]} acts inside `amber evaluate`, not on scores",
+                             hint="give it to amber evaluate --rule")
         result = aggregate(parse_scores(doc, str(scores)), rules)
     if as_json:
         print_json(result)

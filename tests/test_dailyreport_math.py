@@ -98,6 +98,11 @@ def test_aggregate_cli(tmp_path: Path) -> None:
     bad.write_text('{"subtasks": [{"id": "q", "importance": "P7", "ins": 1}]}')
     done = run_amber("aggregate", "dailyreport", str(bad))
     assert done.returncode == 2 and "subtask 'q'" in done.stderr
+    unused = run_amber("aggregate", "dailyreport", str(path), "--rule", "fac_no_claims=zero")
+    assert unused.returncode == 2  # it acts on claims, which scores do not carry
+    assert "rule fac_no_claims acts inside `amber evaluate`" in unused.stderr
+    folder = run_amber("aggregate", "dailyreport", str(tmp_path))
+    assert folder.returncode == 2 and "is a directory" in folder.stderr
 
 
 def test_our_rules_can_be_switched() -> None:

@@ -33,6 +33,8 @@ RULE_CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "judge_error": ("lowest", ("lowest",)),
 }
 RULES = {name: default for name, (default, _) in RULE_CHOICES.items()}
+#: rules applied while judging (to claims and verdicts), not to the per-subtask scores
+EVALUATE_ONLY = frozenset({"fac_no_claims", "reference_accuracy", "judge_error"})
 
 
 def parse_rules(pairs: list[str] | None) -> dict[str, str]:
