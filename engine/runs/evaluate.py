@@ -345,6 +345,13 @@ def _suggest_workers(executor: Any, setup: RunSetup, reports: int) -> None:
 NOT_COMPARED_ON_RESUME = ("judge_cards",)
 
 
+def _differences(before: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+    """The manifest fields in which a run directory's recorded run and this one differ."""
+    now = {"format": "amber-run/2", **manifest}
+    return [k for k in sorted(set(before) | set(now))
+            if k not in NOT_COMPARED_ON_RESUME and before.get(k) != now.get(k)]
+
+
 def check_run_target(out: Path, manifest: dict[str, Any]) -> None:
     """A fresh run may go into a new or empty directory, or into a run directory of the
     same inputs (evaluated again, e.g. with ``--ledger-mode replay`` from its ledger). A
@@ -361,9 +368,7 @@ def check_run_target(out: Path, manifest: dict[str, Any]) -> None:
         before = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         raise InputError(f"{out}/manifest.json: not JSON") from None
-    now = {"format": "amber-run/2", **manifest}
-    differ = [k for k in sorted(set(before) | set(now))
-              if k not in NOT_COMPARED_ON_RESUME and before.get(k) != now.get(k)]
+    differ = _differences(before, manifest)
     if differ:
         raise InputError(f"{out}: holds a run of other inputs (they differ in "
                          f"{', '.join(differ)}); a new run there would mix the two",
@@ -381,9 +386,7 @@ def finished_reports(out: Path, manifest: dict[str, Any]) -> dict[str, dict[str,
     if before.get("format") != "amber-run/2":
         raise InputError(f"{out}: run directory format {before.get('format')!r}, this "
                          "amber resumes amber-run/2")
-    now = {"format": "amber-run/2", **manifest}
-    differ = [k for k in sorted(set(before) | set(now))
-              if k not in NOT_COMPARED_ON_RESUME and before.get(k) != now.get(k)]
+    differ = _differences(before, manifest)
     if differ:
         raise InputError(f"{out}: cannot resume: the inputs differ from the interrupted "
                          f"run's in {', '.join(differ)}",
