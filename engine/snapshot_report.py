@@ -23,8 +23,8 @@ from ambereval.errors import InputError
 from ambereval.models import Judge
 from ambereval.models.canonical import content_key
 from ambereval.snapshots import Bundle, CaptureOptions, CaptureSummary, ClaimInput, capture_claims
-from ambereval.snapshots.bundle import INDEX_PATH, report_key
-from ambereval.snapshots.capture import report_of_claim
+from ambereval.snapshots.bundle import report_key
+from ambereval.snapshots.capture import stored_claim_sources
 
 _EXTRACTED_ID = re.compile(r"c\d+")  # the ids claim extraction gives
 
@@ -64,16 +64,12 @@ def _refuse_another_input(out: Path, report_path: Path, report_id: str) -> None:
     """Claim ids (c1, c2, ...) are the bundle's keys: claims the bundle holds from another
     report, or from a claims file under ids this report's claims would take (``c<n>``),
     would be overwritten. Refused before the judge runs; the same report again goes on."""
-    if not (out / INDEX_PATH).is_file():
-        return
-    with Bundle.open(out) as bundle:
-        rows = bundle.index.rows("SELECT id, extra FROM claims ORDER BY ordinal, id")
-        names = {r["id"]: r["name"] for r in bundle.index.rows("SELECT id, name FROM reports")}
-    others = [(r["id"], report_of_claim(r["extra"])) for r in rows
-              if report_of_claim(r["extra"]) != report_id
-              and (report_of_claim(r["extra"]) is not None or _EXTRACTED_ID.fullmatch(r["id"]))]
+    others = [(cid, source) for cid, source in stored_claim_sources(out)
+              if source != report_id and (source is not None or _EXTRACTED_ID.fullmatch(cid))]
     if others:
         first, source = others[0]
+        with Bundle.open(out) as bundle:
+            names = {r["id"]: r["name"] for r in bundle.index.rows("SELECT id, name FROM reports")}
         what = (f"an earlier version of {report_path.name}" if names.get(source or "")
                 == report_path.name else "another report" if source else "a claims file")
         raise InputError(

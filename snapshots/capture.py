@@ -516,9 +516,17 @@ def capture_claims(
         return cap.summary
 
 
-def report_of_claim(extra: str | None) -> str | None:
-    """The report id a stored claim came from (its ``extra`` JSON), None for a claim
-    from a claims file."""
+def stored_claim_sources(out: Path) -> list[tuple[str, str | None]]:
+    """(claim id, the report id it came from, None for a claims file's claim) for every
+    claim of the bundle at ``out``, in claim order; [] when there is no bundle yet."""
+    if not (out / INDEX_PATH).is_file():
+        return []
+    with Bundle.open(out) as bundle:
+        rows = bundle.index.rows("SELECT id, extra FROM claims ORDER BY ordinal, id")
+    return [(r["id"], _report_of(r["extra"])) for r in rows]
+
+
+def _report_of(extra: str | None) -> str | None:
     try:
         value = json.loads(extra or "null")
     except ValueError:
@@ -530,13 +538,9 @@ def _refuse_overwriting_another_input(out: Path, claims: list[ClaimInput]) -> No
     """A claim id already in the bundle from another input (a report's claim vs. a claims
     file's, or another report's) would be overwritten: refused before anything is
     written. The same input again (an edited claims file, the same report) goes on."""
-    if not (out / INDEX_PATH).is_file() or not claims:
-        return
     incoming = {c.id: c.extra.get("report_id") for c in claims}
-    with Bundle.open(out) as bundle:
-        rows = bundle.index.rows("SELECT id, extra FROM claims ORDER BY ordinal, id")
-    clash = [r["id"] for r in rows
-             if r["id"] in incoming and report_of_claim(r["extra"]) != incoming[r["id"]]]
+    clash = [cid for cid, source in stored_claim_sources(out)
+             if cid in incoming and source != incoming[cid]]
     if clash:
         raise InputError(
             f"{out}: claim {clash[0]!r} is already there from another input "
