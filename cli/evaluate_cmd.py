@@ -28,10 +28,15 @@ from ambereval.cli.output import (
     truncation_warning,
     warn_if_damaged,
 )
-from ambereval.cli.run_inputs import from_where_it_was_made
+from ambereval.cli.run_inputs import from_where_it_was_made, given_options
+
+# what a resumed run may set anew; every other input comes from its invocation.json
+RESUME_MAY_CHANGE = frozenset({"resume", "judge_concurrency", "threads", "executor", "workers",
+                               "ray_address", "as_json"})
 
 
 def evaluate_cmd(
+    ctx: typer.Context,
     bundles: Annotated[list[Path] | None, typer.Argument(
         help="Bundles holding a snapshotted report.")] = None,
     task: Annotated[Path | None, typer.Option("--task", help="Tasks file (amber-task/1).")]
@@ -110,10 +115,7 @@ def evaluate_cmd(
     check_workers(executor, workers)
     check_ledger_mode(ledger_mode)
     if resume is not None:
-        given = [name for name, value in (
-            ("BUNDLES", bundles), ("--task", task), ("--out", out),
-            ("--judge-model", judge_model), ("--judge", judge_ref), ("--judge-url", judge_url),
-            ("--rule", rule)) if value]
+        given = ["BUNDLES"] * bool(bundles) + given_options(ctx, RESUME_MAY_CHANGE)
         if given:
             fail(f"with --resume the inputs come from {resume}/invocation.json; do not give "
                  f"{', '.join(given)}", hint="only --judge-concurrency, --threads, "

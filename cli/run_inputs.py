@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from ambereval.cli.output import stderr
 
@@ -24,3 +25,13 @@ def from_where_it_was_made(run_dir: Path) -> Path:
         stderr.print(f"amber: note: reading the run's inputs from {home}, where it was made",
                      markup=False)
     return run_dir
+
+
+def given_options(ctx: Any, exclude: frozenset[str] = frozenset()) -> list[str]:
+    """The options of the command running in ``ctx`` (a ``typer.Context``) that were given
+    on its command line or through the environment, by their first flag, in the command's
+    order; ``exclude`` holds parameter names."""
+    return [param.opts[0] for param in ctx.command.params
+            if param.param_type_name == "option" and param.name not in exclude
+            and getattr(ctx.get_parameter_source(param.name), "name", "DEFAULT")
+            in ("COMMANDLINE", "ENVIRONMENT")]

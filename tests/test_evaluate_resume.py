@@ -70,6 +70,11 @@ def test_resume_refuses_other_inputs_and_non_runs(tmp_path: Path) -> None:
     bundles, tasks = dr3_bundles(tmp_path, systems=1)
     mixed = run_amber("evaluate", "--resume", str(tmp_path), "--task", str(tasks))
     assert mixed.returncode == 2 and "do not give --task" in mixed.stderr
+    # options with defaults are refused too when given: a resume would ignore them
+    ignored = run_amber("evaluate", "--resume", str(tmp_path), "--protocol", "dr3",
+                        "--seed", "0", "--judge-concurrency", "2")
+    assert ignored.returncode == 2, ignored.stderr
+    assert "do not give --protocol, --seed (hint" in ignored.stderr
     missing = run_amber("evaluate", "--resume", str(tmp_path / "nowhere"))
     assert missing.returncode != 0 and "not a run directory" in missing.stderr
     assert "Traceback" not in missing.stderr
