@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -24,6 +24,7 @@ from ambereval.cli.output import (
     print_scores,
     progress_bar,
     run_summary,
+    stderr,
     stdout,
     truncation_warning,
     warn_if_damaged,
@@ -103,8 +104,6 @@ def evaluate_cmd(
         evaluate_bundles,
         judges_width,
         plan_reports,
-        unscored,
-        unusable_citations,
     )
     from ambereval.engine.runs.executors import make_executor
     from ambereval.engine.runs.invocation import Invocation, judge_specs, read_invocation
@@ -167,21 +166,36 @@ def evaluate_cmd(
                                       invocation=invocation)
     table = result["table"]
     truncation_warning(result["stats"]["totals"].get("truncated", 0))  # stderr: --json too
+    notes = _what_was_not_scored(result["reports"])
     if as_json:
         print_json(table)
+        for line in notes:  # stdout holds exactly run.json
+            stderr.print(f"amber: {line}", markup=False)
         return
     if result["stats"].get("resumed_reports"):
         stdout.print(f"resumed: {result['stats']['resumed_reports']} of "
                      f"{result['stats']['reports']} reports were already finished")
     run_summary(result["stats"])
     print_scores(f"Run {out}", table["columns"], table["systems"])
-    for what, why, count in unscored(result["reports"]):
-        stdout.print(f"not scored: {what} on {count} of {len(result['reports'])} "
-                     f"report{'s' if len(result['reports']) != 1 else ''}: {why}", markup=False)
-    gaps = unusable_citations(result["reports"])
-    if gaps:
-        stdout.print(f"note: {sum(gaps.values())} cited URLs have no usable page in the bundles "
-                     f"({', '.join(f'{why} {n}' for why, n in gaps.items())}); DeepEval counts "
-                     "them invalid (E1), as a dead link is counted live: `amber bundle drift` "
-                     "tells a dead page from a failed capture", markup=False)
+    for line in notes:
+        stdout.print(line, markup=False)
     stdout.print(f"per-report scores in {out / 'reports'}; table in {out / 'run.csv'}")
+
+
+def _what_was_not_scored(reports: list[dict[str, Any]]) -> list[str]:
+    """One line per dimension left unscored (with why and on how many reports), and one
+    for the cited URLs that had no usable page."""
+    from ambereval.engine.runs.evaluate import unscored, unusable_citations
+
+    lines = [f"not scored: {what} on {count} of {len(reports)} "
+             f"report{'s' if len(reports) != 1 else ''}: {why}"
+             for what, why, count in unscored(reports)]
+    gaps = unusable_citations(reports)
+    if gaps:
+        n = sum(gaps.values())
+        lines.append(f"note: {n} cited URL{'s' if n != 1 else ''} "
+                     f"{'have' if n != 1 else 'has'} no usable page in the bundles "
+                     f"({', '.join(f'{why} {k}' for why, k in gaps.items())}); DeepEval "
+                     "counts them invalid (E1), as a dead link is counted live: `amber "
+                     "bundle drift` tells a dead page from a failed capture")
+    return lines

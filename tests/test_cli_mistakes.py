@@ -343,3 +343,35 @@ def test_evaluate_refuses_a_bundle_given_twice(bundle: Path, tmp_path: Path) -> 
     one_line(run_amber("evaluate", str(bundle), str(bundle / "."), "--task", str(tasks),
                        "--out", str(tmp_path / "r")), 2, "given twice")
     assert not (tmp_path / "r").exists()
+
+
+def test_evaluate_says_what_it_could_not_score_with_and_without_json(tmp_path: Path) -> None:
+    import json
+
+    from fakejudge import FakeJudgeServer
+    from rundirs import dr3_bundles
+
+    from ambereval.cli.evaluate_cmd import _what_was_not_scored
+
+    bundles, tasks = dr3_bundles(tmp_path, systems=1)
+    args = ["evaluate", str(bundles[0]), "--task", str(tasks), "--judge-name", "fake"]
+    line = "not scored: dailyreport on 1 of 1 report: task has no subtasks"
+    with FakeJudgeServer() as server:
+        table = run_amber(*args, "--judge-url", server.url, "--out", str(tmp_path / "a"))
+        as_json = run_amber(*args, "--judge-url", server.url, "--out", str(tmp_path / "b"),
+                            "--json")
+    assert table.returncode == 0 and as_json.returncode == 0, table.stderr + as_json.stderr
+    assert line in table.stdout
+    # --json: stdout is exactly the run table; what could not be scored goes to stderr
+    assert json.loads(as_json.stdout) == json.loads((tmp_path / "b" / "run.json").read_text())
+    assert f"amber: {line}" in as_json.stderr
+
+    def doc(*reasons: str) -> dict[str, object]:
+        return {"bundle": "b", "judges": {"j": {"deepeval": {"citation_accuracy": {
+            "urls": [{"url": f"u{i}", "error": "E1", "reason": r}
+                     for i, r in enumerate(reasons)]}}}}}
+
+    assert _what_was_not_scored([doc("not_captured")])[0].startswith(
+        "note: 1 cited URL has no usable page in the bundles (not_captured 1)")
+    assert "2 cited URLs have no usable page" in _what_was_not_scored(
+        [doc("not_captured", "not_captured")])[0]
