@@ -151,7 +151,7 @@ def evaluate_cmd(
         if any(p not in PROTOCOLS for p in protocols):
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
         invocation.check_judges()
-        plan_reports(invocation.bundles, invocation.tasks)
+        _warn_if_tasks_changed(plan_reports(invocation.bundles, invocation.tasks))
         warn_if_damaged(invocation.bundles)
     with handled(f"the judge's answers so far are in {run_dir}/ledger.sqlite; "
                  f"`amber evaluate --resume {run_dir}` goes on from there"):
@@ -180,6 +180,21 @@ def evaluate_cmd(
     for line in notes:
         stdout.print(line, markup=False)
     stdout.print(f"per-report scores in {out / 'reports'}; table in {out / 'run.csv'}")
+
+
+def _warn_if_tasks_changed(jobs: list[Any]) -> None:
+    """One warning line when the task file's task differs from the task frozen with a
+    report: the run scores with the file's (recorded by its sha256 in the manifest)."""
+    changed = [job for job in jobs if job.task_changed]
+    if not changed:
+        return
+    first = changed[0]
+    more = f" (and {len(changed) - 1} more report{'s' if len(changed) > 2 else ''})" \
+        if len(changed) > 1 else ""
+    stderr.print(f"amber: warning: task {first.task.id} in --task differs from the task "
+                 f"frozen with {first.bundle}:{first.report_name} in "
+                 f"{', '.join(first.task_changed)}{more}; the run scores with --task's",
+                 markup=False)
 
 
 def _what_was_not_scored(reports: list[dict[str, Any]]) -> list[str]:

@@ -218,6 +218,17 @@ def dump_tasks(tasks: list[Task], path: str | Path) -> Path:
     return path
 
 
+def changed_fields(frozen: dict[str, Any] | None, task: Task) -> list[str]:
+    """The top-level fields in which ``task`` differs from ``frozen``, the task stored with
+    a report when it was snapshotted or imported (empty when none was stored). ``report``,
+    the path a task file may add later, is not compared."""
+    if not isinstance(frozen, dict):
+        return []
+    now = task.to_json()
+    names = sorted((set(frozen) | set(now)) - {"report"})
+    return [name for name in names if frozen.get(name) != now.get(name)]
+
+
 def task_for_report(tasks: list[Task], report_name: str, stored_task_id: str | None) -> Task:
     """The task a report belongs to: by stored task id, the task's ``report`` field, or the
     LiveResearchBench file name ``qid_<id>_report.md``."""

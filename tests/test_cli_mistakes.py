@@ -375,3 +375,27 @@ def test_evaluate_says_what_it_could_not_score_with_and_without_json(tmp_path: P
         "note: 1 cited URL has no usable page in the bundles (not_captured 1)")
     assert "2 cited URLs have no usable page" in _what_was_not_scored(
         [doc("not_captured", "not_captured")])[0]
+
+
+def test_evaluate_warns_when_the_task_file_differs_from_the_frozen_task(
+        tmp_path: Path) -> None:
+    import json
+
+    from fakejudge import FakeJudgeServer
+    from rundirs import dr3_bundles
+
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    args = ["evaluate", *map(str, bundles), "--task", str(tasks), "--protocol", "dr3",
+            "--judge-name", "fake"]
+    with FakeJudgeServer() as server:
+        same = run_amber(*args, "--judge-url", server.url, "--out", str(tmp_path / "a"))
+        data = json.loads(tasks.read_text())
+        [task] = data if isinstance(data, list) else data["tasks"]
+        task["query"] += " (edited)"
+        tasks.write_text(json.dumps(data))
+        edited = run_amber(*args, "--judge-url", server.url, "--out", str(tmp_path / "b"))
+    assert same.returncode == 0 and "differs from the task frozen" not in same.stderr
+    assert edited.returncode == 0, edited.stderr
+    assert (f"task 001 in --task differs from the task frozen with {bundles[0]}:"
+            "001/final_report.md in query (and 1 more report); the run scores with "
+            "--task's") in edited.stderr

@@ -32,7 +32,7 @@ from ambereval.engine.eval_context import (
 from ambereval.engine.judge_card import card_entries
 from ambereval.engine.progress_count import ProgressCount
 from ambereval.engine.runs.run_dir import RunWriter, merge_leftover_shards
-from ambereval.engine.tasks import Task, load_tasks, task_for_report
+from ambereval.engine.tasks import Task, changed_fields, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge, RetrieverSpec
 from ambereval.snapshots import Bundle
@@ -97,6 +97,8 @@ class ReportJob:
     system: str
     task: Task
     fname: str  # the per-report file name in RUN_DIR/reports/
+    #: fields in which ``task`` differs from the task frozen with the report (a warning)
+    task_changed: tuple[str, ...] = ()
 
 
 @dataclass
@@ -155,8 +157,10 @@ def plan_reports(bundles: list[str | Path], tasks_path: str | Path) -> list[Repo
                 or path.parent.name or "default"
             fname = (f"{_safe(path.parent.name)}--{_safe(path.name)}--"
                      f"{_safe(Path(row['name']).stem)}--{row['id'][:12]}.json")
+            frozen = json.loads(row["task"]) if row.get("task") else None
             jobs.append(ReportJob(len(jobs), str(path), str(path.resolve()), row["id"],
-                                  row["name"], system, task, fname))
+                                  row["name"], system, task, fname,
+                                  tuple(changed_fields(frozen, task))))
     return jobs
 
 
