@@ -449,8 +449,9 @@ def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
         if damaged is not None:  # a manifest must never vouch for damaged records
             if sealed:
                 (root / UNFINISHED).unlink(missing_ok=True)
-            raise VerificationError(f"{root}: not re-sealed: {damaged}",
-                                    hint="restore the damaged WARC from a copy")
+            raise VerificationError(
+                f"{root}: not re-sealed: {damaged}",
+                hint="restore the damaged WARC (or an edited index) from a copy")
         bundle.finalize()
         return list(bundle.repaired)
 

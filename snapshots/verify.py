@@ -7,12 +7,15 @@ Checks, stopping at the first mismatch (reported with file, offset and record id
 1. ``datapackage.json``: every listed file exists with the listed size and sha256, and
    every file in the bundle is listed;
 2. every WARC file, record by record: each gzip member is whole, each record's
-   ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` match its bytes, and the record
-   sits in the index at exactly that offset and length;
+   ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` match its bytes, the record sits
+   in the index at exactly that offset and length, and the index's copy of its headers
+   (target URI, date, digests, links) is exact;
 3. the index: every record the index names is found in its file (nothing points past
    the end), captures and texts point at records of the right type, SQLite integrity
    and foreign keys hold;
-4. claims and reports: each claim's text and links are those of its last WARC metadata
+4. captures and texts: each capture's response came from its URL and holds the payload
+   it names, each text is its conversion record's, extracted from that payload;
+5. claims and reports: each claim's text and links are those of its last WARC metadata
    record, each report's id is the sha256 of its archived text.
 """
 
@@ -25,6 +28,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -121,7 +125,26 @@ def _read_member(fh: Any, offset: int) -> tuple[bytes, int]:
     return b"".join(out), fed - len(d.unused_data)
 
 
-def _check_record(name: str, offset: int, data: bytes) -> tuple[str, str]:
+@dataclass(frozen=True)
+class _Record:
+    """One WARC record as read back: its id, type, headers (lower-case names) and the
+    sha256 of its payload (the HTTP body of a response, the text of a conversion)."""
+
+    record_id: str
+    kind: str
+    headers: dict[str, str]
+    payload_sha256: str
+    payload: bytes = b""  # kept for conversion and resource records only (their text)
+
+
+# index column of ``records`` -> the WARC header it copies
+_HEADER_COLUMNS = (("target_uri", "warc-target-uri"), ("date", "warc-date"),
+                   ("content_type", "content-type"), ("block_digest", "warc-block-digest"),
+                   ("payload_digest", "warc-payload-digest"),
+                   ("refers_to", "warc-refers-to"), ("concurrent_to", "warc-concurrent-to"))
+
+
+def _check_record(name: str, offset: int, data: bytes) -> _Record:
     try:
         version, headers, start = _parse_headers(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -147,7 +170,8 @@ def _check_record(name: str, offset: int, data: bytes) -> tuple[str, str]:
         payload = block[cut + 4 :] if cut >= 0 else b""
     if kind != "revisit" and _digest(headers.get("warc-payload-digest"), payload) is False:
         raise _Stop(Mismatch(name, offset, rid, "WARC-Payload-Digest does not match the payload"))
-    return rid or "", kind
+    return _Record(rid or "", kind, headers, hashlib.sha256(payload).hexdigest(),
+                   payload if kind in ("conversion", "resource") else b"")
 
 
 def _check_digest(root: Path, report: VerifyReport, require_signature: bool,
@@ -209,7 +233,26 @@ def _check_manifest(root: Path, report: VerifyReport) -> None:
         raise _Stop(Mismatch(rel, None, None, "not listed in datapackage.json"))
 
 
-def _check_warcs(bundle: Bundle, report: VerifyReport) -> None:
+@dataclass
+class _Seen:
+    """What the record pass learned for the index checks after it: the payload sha256 of
+    every response record, and the text sha256 and length of every conversion record."""
+
+    payloads: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+
+    def add(self, record: _Record) -> None:
+        if record.kind == "response":
+            self.payloads[record.record_id] = record.payload_sha256
+        elif record.kind in ("conversion", "resource"):
+            try:
+                chars: int | None = len(record.payload.decode("utf-8"))
+            except UnicodeDecodeError:
+                chars = None
+            self.texts[record.record_id] = (record.payload_sha256, chars)
+
+
+def _check_warcs(bundle: Bundle, report: VerifyReport, seen: _Seen | None = None) -> None:
     index = bundle.index
     files = [r["name"] for r in index.rows("SELECT name FROM warc_files ORDER BY name")]
     on_disk = sorted(p.name for p in (bundle.root / "archive").glob("*.warc*"))
@@ -219,9 +262,7 @@ def _check_warcs(bundle: Bundle, report: VerifyReport) -> None:
     for name in files:
         rel = f"archive/{name}"
         path = bundle.root / "archive" / name
-        rows = index.rows(
-            "SELECT record_id, offset, length, type FROM records WHERE warc_file = ? "
-            "ORDER BY offset", [name])
+        rows = index.rows("SELECT * FROM records WHERE warc_file = ? ORDER BY offset", [name])
         by_offset = {r["offset"]: r for r in rows}
         if not path.is_file():
             first = rows[0] if rows else {"offset": None, "record_id": None}
@@ -240,13 +281,21 @@ def _check_warcs(bundle: Bundle, report: VerifyReport) -> None:
                 except (ValueError, zlib.error) as exc:
                     rid = row["record_id"] if row else None
                     raise _Stop(Mismatch(rel, offset, rid, str(exc))) from None
-                rid, kind = _check_record(rel, offset, data)
+                record = _check_record(rel, offset, data)
+                rid, kind = record.record_id, record.kind
                 if row is None:
                     raise _Stop(Mismatch(rel, offset, rid, "record is not in the index"))
                 if row["record_id"] != rid or row["length"] != used or row["type"] != kind:
                     raise _Stop(Mismatch(rel, offset, rid,
                                          f"index says {row['record_id']} ({row['type']}, "
                                          f"{row['length']} bytes), file has {kind}, {used} bytes"))
+                for column, header in _HEADER_COLUMNS:
+                    if row[column] != record.headers.get(header):
+                        raise _Stop(Mismatch(rel, offset, rid, f"index says {column} "
+                                             f"{row[column]!r}, the record's {header} is "
+                                             f"{record.headers.get(header)!r}"))
+                if seen is not None:
+                    seen.add(record)
                 report.records += 1
                 offset += used
 
@@ -307,6 +356,67 @@ def _check_claims_and_reports(bundle: Bundle) -> None:
         if hashlib.sha256(body).hexdigest() != report["id"]:
             raise _Stop(Mismatch(db, None, report["record_id"],
                                  f"report {report['id'][:16]}: its text differs from its id"))
+
+
+def _same_url(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and unquote(a) == unquote(b)
+
+
+def _check_captures_and_texts(bundle: Bundle, seen: _Seen) -> None:
+    """Each capture and each extracted text say what their WARC records say: a capture's
+    response was fetched from its URL (the fetch or final URL; an IRI may be
+    percent-encoded) and holds the payload whose sha256 the capture names (a revisit,
+    the payload of the record it revisits), its request is the response's; a text is
+    the conversion record's text, extracted from a response with that same payload.
+    (Evaluation reads page text through these rows: an index edited to hand one URL
+    another page's text, then re-sealed, is caught here.)"""
+    index = bundle.index
+    db = str(INDEX_PATH)
+
+    def stop(record_id: str | None, problem: str) -> _Stop:
+        return _Stop(Mismatch(db, None, record_id, problem))
+
+    def payload_of(record_id: str | None) -> str | None:
+        row = index.record(record_id) if record_id else None
+        if row is None:
+            return None
+        if row["type"] == "revisit":
+            return seen.payloads.get(row["refers_to"] or "")
+        return seen.payloads.get(record_id or "")
+
+    for cap in index.rows("SELECT * FROM captures WHERE response_record IS NOT NULL "
+                          "ORDER BY id"):
+        response = index.record(cap["response_record"]) or {}
+        if not any(_same_url(response.get("target_uri"), cap[k])
+                   for k in ("fetch_url", "final_url", "url")):
+            raise stop(cap["response_record"], f"capture {cap['id']}: its response was "
+                       f"fetched from {response.get('target_uri')}, not {cap['fetch_url']}")
+        if cap["payload_sha256"] is not None and \
+                payload_of(cap["response_record"]) != cap["payload_sha256"]:
+            raise stop(cap["response_record"], f"capture {cap['id']}: the index's payload "
+                       "sha256 differs from its WARC response")
+        request = index.record(cap["request_record"]) if cap["request_record"] else None
+        if request is not None and request["concurrent_to"] != cap["response_record"]:
+            raise stop(cap["request_record"], f"capture {cap['id']}: its request record "
+                       "belongs to another response")
+    for text in index.rows("SELECT t.capture_id, t.record_id, t.sha256, t.chars, "
+                           "c.payload_sha256, c.url, r.refers_to, r.type, r.target_uri "
+                           "FROM texts t "
+                           "JOIN captures c ON c.id = t.capture_id "
+                           "JOIN records r ON r.record_id = t.record_id ORDER BY t.capture_id"):
+        if seen.texts.get(text["record_id"]) != (text["sha256"], text["chars"]):
+            raise stop(text["record_id"], f"capture {text['capture_id']}: the index's text "
+                       "differs from its WARC conversion record")
+        if text["type"] == "resource":  # an imported page: the record is the page itself
+            extracted_from = text["sha256"] if _same_url(text["target_uri"], text["url"]) \
+                else None
+        elif text["refers_to"] is not None:
+            extracted_from = payload_of(text["refers_to"])
+        else:
+            continue
+        if text["payload_sha256"] is not None and extracted_from != text["payload_sha256"]:
+            raise stop(text["record_id"], f"capture {text['capture_id']}: its text was "
+                       "extracted from another page")
 
 
 def manifest_mismatch(root: str | Path) -> Mismatch | None:
@@ -379,8 +489,10 @@ def verify_bundle(root: str | Path, require_signature: bool = False,
                             "`amber bundle finish` repairs it")
     bundle = Bundle.open(root)
     try:
-        _check_warcs(bundle, report)
+        seen = _Seen()
+        _check_warcs(bundle, report, seen)
         _check_index(bundle)
+        _check_captures_and_texts(bundle, seen)
         _check_claims_and_reports(bundle)
     except _Stop as stop:
         report.mismatch = stop.mismatch

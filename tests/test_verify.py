@@ -169,3 +169,95 @@ def test_a_report_whose_text_does_not_match_its_id_is_caught(tmp_path: Path) -> 
     finish_bundle(root, force=True)
     report = verify_bundle(root)
     assert not report.ok and "its text differs from its id" in str(report.mismatch)
+
+
+def _edit_then_reseal(root: Path, *statements: tuple[str, list[object]]) -> None:
+    from ambereval.snapshots import finish_bundle
+
+    db = sqlite3.connect(root / "evidence" / "amber.sqlite")
+    for sql, params in statements:
+        assert db.execute(sql, params).rowcount >= 1, sql
+    db.commit()
+    db.close()
+    finish_bundle(root, force=True)  # the manifest now describes the edited index
+
+
+def _two_pages(root: Path) -> tuple[dict[str, object], dict[str, object]]:
+    db = sqlite3.connect(root / "evidence" / "amber.sqlite")
+    db.row_factory = sqlite3.Row
+    rows = db.execute("SELECT c.*, t.record_id AS text_record, t.sha256 AS text_sha256, "
+                      "t.chars AS text_chars FROM captures c JOIN texts t "
+                      "ON t.capture_id = c.id ORDER BY c.url LIMIT 2").fetchall()
+    db.close()
+    return dict(rows[0]), dict(rows[1])
+
+
+@pytest.mark.parametrize("edit", ["url", "payload", "text", "swapped text", "request"])
+def test_index_edits_to_captures_and_texts_are_caught_after_a_forced_reseal(
+        clean_bundle: Path, tmp_path: Path, edit: str) -> None:
+    """Evaluation reads a page's text through the captures and texts rows: an index edited
+    to give one URL another page's text (and re-sealed) must not verify."""
+    root = copy(clean_bundle, tmp_path)
+    a, b = _two_pages(root)
+    statements = {
+        "url": [("UPDATE captures SET url = ?, fetch_url = ?, final_url = ? WHERE id = ?",
+                 [b["url"], b["fetch_url"], b["final_url"], a["id"]])],
+        "payload": [("UPDATE captures SET payload_sha256 = ? WHERE id = ?",
+                     [b["payload_sha256"], a["id"]])],
+        "text": [("UPDATE texts SET chars = chars + 1 WHERE capture_id = ?", [a["id"]])],
+        "swapped text": [("UPDATE texts SET record_id = ?, sha256 = ?, chars = ? "
+                          "WHERE capture_id = ?",
+                          [b["text_record"], b["text_sha256"], b["text_chars"], a["id"]])],
+        "request": [("UPDATE captures SET request_record = ? WHERE id = ?",
+                     [b["request_record"], a["id"]])],
+    }[edit]
+    _edit_then_reseal(root, *statements)
+    report = verify_bundle(root)
+    assert not report.ok
+    expected = {"url": f"its response was fetched from {a['fetch_url']}, not {b['fetch_url']}",
+                "payload": "the index's payload sha256 differs from its WARC response",
+                "text": "the index's text differs from its WARC conversion record",
+                "swapped text": "its text was extracted from another page",
+                "request": "its request record belongs to another response"}[edit]
+    assert f"capture {a['id']}: {expected}" in str(report.mismatch)
+    done = run_amber("bundle", "verify", str(root))
+    assert done.returncode == 3 and "Traceback" not in done.stderr
+
+
+def test_an_index_whose_record_headers_were_edited_is_refused_a_reseal(
+        clean_bundle: Path, tmp_path: Path) -> None:
+    from ambereval.errors import VerificationError
+    from ambereval.snapshots import finish_bundle
+    from ambereval.snapshots.verify import records_mismatch
+
+    root = copy(clean_bundle, tmp_path)
+    a, b = _two_pages(root)
+    db = sqlite3.connect(root / "evidence" / "amber.sqlite")
+    db.execute("UPDATE records SET target_uri = ? WHERE record_id = ?",
+               [b["url"], a["response_record"]])
+    db.commit()
+    db.close()
+    with Bundle.open(root) as bundle:
+        problem = records_mismatch(bundle)
+    assert problem is not None and problem.record_id == a["response_record"]
+    assert f"index says target_uri {b['url']!r}, the record's warc-target-uri is " \
+           f"{a['url']!r}" in problem.problem
+    with pytest.raises(VerificationError, match="not re-sealed"):
+        finish_bundle(root, force=True)
+    assert not verify_bundle(root).ok
+
+
+def test_an_imported_page_handed_another_pages_text_is_caught(tmp_path: Path) -> None:
+    from rundirs import dr3_bundles
+
+    [root], _ = dr3_bundles(tmp_path, systems=1)
+    assert verify_bundle(root).ok, verify_bundle(root).mismatch
+    db = sqlite3.connect(root / "evidence" / "amber.sqlite")
+    (a, _), (_, b_record) = db.execute(
+        "SELECT capture_id, record_id FROM texts ORDER BY capture_id LIMIT 2").fetchall()
+    db.close()
+    _edit_then_reseal(root, ("UPDATE texts SET (record_id, sha256, chars) = (SELECT "
+                             "record_id, sha256, chars FROM texts WHERE record_id = ?) "
+                             "WHERE capture_id = ?", [b_record, a]))
+    report = verify_bundle(root)
+    assert f"capture {a}: its text was extracted from another page" in str(report.mismatch)
