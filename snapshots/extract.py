@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 
 import trafilatura
 
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.I | re.S)
 _CHARSET = re.compile(r"charset=([\w-]+)", re.I)
+# trafilatura's lxml work is not thread-safe: concurrent extract() calls from capture's
+# worker threads can corrupt lxml's proxy registry and crash the process (trafilatura
+# issues #840 and #925; seen here as "double free or corruption" mid-capture). Extraction
+# is CPU-bound under the GIL anyway, so one at a time costs next to nothing.
+_TRAFILATURA = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -38,16 +44,17 @@ def extract_text(body: bytes, content_type: str, url: str) -> Extracted:
     if kind and kind not in ("text/html", "application/xhtml+xml", "application/xml", "text/xml"):
         return Extracted("", None, "none", "unsupported")
     html = _decode(body, content_type)
-    text = trafilatura.extract(
-        html,
-        url=url,
-        include_comments=False,
-        include_tables=True,
-        favor_precision=False,
-        deduplicate=False,
-    ) or ""
+    with _TRAFILATURA:
+        text = trafilatura.extract(
+            html,
+            url=url,
+            include_comments=False,
+            include_tables=True,
+            favor_precision=False,
+            deduplicate=False,
+        ) or ""
+        meta = trafilatura.extract_metadata(html)
     title = None
-    meta = trafilatura.extract_metadata(html)
     if meta is not None and meta.title:
         title = meta.title
     else:
