@@ -72,6 +72,10 @@ def test_run_directory_audit_covers_every_protocol(runs: Runs) -> None:
                 assert page["text"][p.start:p.end] in prompt
     fac = [i for i in report.items if i.dimension == "fac"]
     assert fac and all(i.text for i in fac)
+    # the instruction and rubric the judge was given, not only their ids
+    texts = {i.id: i.text for i in report.items if i.dimension in ("ins", "rat")}
+    assert texts["s1.ins"] == "subtask s1: Gives the Eiffel Tower's completion year."
+    assert texts["s2.rat"] == "subtask s2 rationality: Explains why the Rhine matters."
     keys = {k for i in report.items for k in i.ledger_keys}
     assert keys and all(not audit.ledger[k].get("missing") for k in keys)
     assert all(i.outcome in ("pass", "partial", "fail", "unknown", "info")
@@ -218,3 +222,18 @@ def test_an_ensemble_run_keeps_each_judges_items(runs: Runs, tmp_path: Path) -> 
     assert all(audit.ledger[k].get("answer") is not None for _, i in pairs
                for k in i.ledger_keys)
     assert '"judge":"beta"' in render_audit_html(audit)
+
+
+def test_without_the_runs_tasks_file_the_audit_shows_the_task_frozen_in_the_bundle(
+        runs: Runs, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(runs.run, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["tasks_file"] = str(tmp_path / "moved-away.json")
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    audit = load_audit(run, bundles=[runs.bundle.parent])
+    [report] = audit.reports
+    ins = next(i for i in report.items if i.id == "s1.ins")
+    assert ins.text == "subtask s1: Gives the Eiffel Tower's completion year."
+    assert any("moved-away.json not found: subtask texts are from the tasks frozen"
+               in w for w in audit.warnings)

@@ -239,6 +239,7 @@ class _Loader:
         self.pages: dict[str, dict[str, Any]] = {}
         self.answers: dict[str, dict[str, Any]] = {}
         self.warnings: list[str] = []
+        self._tasks: dict[str, Any] | None = None
 
     def close(self) -> None:
         for b in self.bundles.values():
@@ -265,6 +266,53 @@ class _Loader:
                 self.warnings.append(str(err))
                 self.bundles[name] = None
         return self.bundles[name]
+
+    def subtasks(self, manifest: dict[str, Any], bundle: Bundle | None,
+                 report_id: str | None, task_id: str | None) -> dict[str, Any]:
+        """The subtasks of the task a report was scored with, by id: from the run's tasks
+        file while it still has the manifest's sha256, else the task frozen with the report
+        in its bundle (with a warning), else none."""
+        if self._tasks is None:
+            self._tasks = self._load_tasks(manifest)
+        task = self._tasks.get(task_id or "")
+        if task is not None:
+            return {s.id: s for s in task.subtasks}
+        if bundle is None or report_id is None:
+            return {}
+        row = bundle.index.one("SELECT task FROM reports WHERE id = ?", [report_id])
+        if not row or not row["task"]:
+            return {}
+        from ambereval.engine.tasks import task_from_json
+
+        try:
+            frozen = task_from_json(json.loads(row["task"]), f"{bundle.root}: frozen task")
+        except (AmberError, ValueError):
+            return {}
+        return {s.id: s for s in frozen.subtasks}
+
+    def _load_tasks(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        from ambereval.engine.tasks import load_tasks
+
+        name, digest = manifest.get("tasks_file"), manifest.get("tasks_sha256")
+        if not name:
+            return {}
+        given = Path(name)
+        candidates = [given] if given.is_absolute() else [
+            given, self.run_dir / given, self.run_dir.parent / given]
+        for path in candidates:
+            if path.is_file():
+                if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+                    self.warnings.append(f"tasks file {path} changed since the run: subtask "
+                                         "texts are from the tasks frozen in the bundles")
+                    return {}
+                try:
+                    return {t.id: t for t in load_tasks(path)}
+                except AmberError as err:
+                    self.warnings.append(str(err))
+                    return {}
+        self.warnings.append(f"tasks file {name} not found: subtask texts are from the "
+                             "tasks frozen in the bundles")
+        return {}
 
     def page(self, bundle: Bundle | None, record_id: str | None,
              capture_id: str | None = None) -> dict[str, Any] | None:
@@ -407,19 +455,26 @@ def _simple(item_id: str, protocol: str, dimension: str, judge: str, label: Any,
 
 
 def _dailyreport_items(loader: _Loader, bundle: Bundle | None, result: dict[str, Any],
-                       judge: str) -> list[AuditItem]:
+                       judge: str, subtasks: dict[str, Any]) -> list[AuditItem]:
+    """``subtasks``: the task's subtasks by id, so an item shows the instruction and the
+    rationality rubric the judge was given (their ids alone when the task is not found)."""
     items: list[AuditItem] = []
     p = "dailyreport"
     for sub in result.get("subtasks") or []:
         sid = sub["id"]
+        task_sub = subtasks.get(sid)
+        instruction = f"subtask {sid}: {task_sub.instruction}" if task_sub is not None \
+            else f"instruction of subtask {sid}"
         items.append(_simple(f"{sid}.ins", p, "ins", judge, sub.get("ins"),
-                             _outcome_of_value(sub.get("ins")), f"instruction of subtask {sid}",
+                             _outcome_of_value(sub.get("ins")), instruction,
                              sub.get("ins_key"), sub.get("ins_reason")))
         if sub.get("rat") is not None or sub.get("rat_key"):
+            rubric = f"subtask {sid} rationality: {task_sub.rationality}" \
+                if task_sub is not None and task_sub.rationality \
+                else f"rationality rubric of subtask {sid}"
             items.append(_simple(f"{sid}.rat", p, "rat", judge, sub.get("rat"),
-                                 _outcome_of_value(sub.get("rat")),
-                                 f"rationality rubric of subtask {sid}", sub.get("rat_key"),
-                                 sub.get("rat_reason")))
+                                 _outcome_of_value(sub.get("rat")), rubric,
+                                 sub.get("rat_key"), sub.get("rat_reason")))
     verdicts = result.get("verdicts")
     if verdicts is None:  # older runs kept only the verdict labels per subtask
         verdicts = [{"id": c["id"], "verdict": c["verdict"], "text": c["id"]}
@@ -576,7 +631,9 @@ def _load_evaluate(loader: _Loader, run_dir: Path) -> Audit:
                 if not isinstance(result, dict):
                     continue
                 if protocol == "dailyreport":
-                    rep.items += _dailyreport_items(loader, bundle, result, judge)
+                    rep.items += _dailyreport_items(
+                        loader, bundle, result, judge,
+                        loader.subtasks(manifest, bundle, doc.get("report_id"), doc.get("task")))
                 elif protocol == "dr3":
                     rep.items += _dr3_items(loader, bundle, result, judge, text)
                 elif protocol == "deepeval":
