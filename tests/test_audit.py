@@ -237,3 +237,26 @@ def test_without_the_runs_tasks_file_the_audit_shows_the_task_frozen_in_the_bund
     assert ins.text == "subtask s1: Gives the Eiffel Tower's completion year."
     assert any("moved-away.json not found: subtask texts are from the tasks frozen"
                in w for w in audit.warnings)
+
+
+def test_an_irrelevant_page_e2_is_shown_with_its_page(runs: Runs) -> None:
+    from ambereval.engine.runs.audit import _deepeval_items, _Loader
+
+    loader = _Loader(runs.run, None)
+    try:
+        bundle = loader.bundle(str(runs.bundle))
+        cap = bundle.index.one("SELECT id, url FROM captures WHERE kind = 'page' "
+                               "AND state = 'ok' ORDER BY id LIMIT 1")
+        result = {"citation_accuracy": {"urls": [
+            {"url": cap["url"], "claims": 1, "capture_id": cap["id"], "error": "E2",
+             "reason": "irrelevant", "relevance_key": None},
+            {"url": "http://gone.example/", "claims": 1, "capture_id": None, "error": "E1",
+             "reason": "not_captured"}]}}
+        e2, e1 = _deepeval_items(loader, bundle, result, "j", None)
+        [ev] = e2.evidence
+        assert (e2.label, ev.capture_id, ev.answer) == ("E2", cap["id"], "irrelevant")
+        stored = bundle.read_record(ev.warc_record_id).body.decode()
+        assert loader.pages[ev.warc_record_id]["text"] == stored
+        assert e1.label == "E1" and not e1.evidence  # no page to show
+    finally:
+        loader.close()

@@ -568,9 +568,15 @@ def _deepeval_items(loader: _Loader, bundle: Bundle | None, result: dict[str, An
                               start=1):
         url = entry["url"]
         if entry.get("error") in ("E1", "E2"):
-            items.append(_simple(f"citation_accuracy.{i}", p, "citation_accuracy", judge,
-                                 entry["error"], "fail", url, entry.get("relevance_key"),
-                                 entry.get("reason"), claims=entry.get("claims")))
+            item = _simple(f"citation_accuracy.{i}", p, "citation_accuracy", judge,
+                           entry["error"], "fail", url, entry.get("relevance_key"),
+                           entry.get("reason"), claims=entry.get("claims"))
+            if entry["error"] == "E2" and entry.get("capture_id"):
+                # the page the judge found irrelevant, with the opening it was shown
+                item.evidence = [loader.evidence(
+                    bundle, url=url, record_id=None, capture_id=entry["capture_id"],
+                    key=entry.get("relevance_key"), answer="irrelevant")]
+            items.append(item)
             continue
         for j, pair in enumerate(entry.get("pairs") or [], start=1):
             ev = loader.evidence(bundle, url=url, record_id=pair.get("warc_record_id"),
