@@ -22,13 +22,14 @@ Checks, stopping at the first mismatch (reported with file, offset and record id
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -289,8 +290,8 @@ def _check_warcs(bundle: Bundle, report: VerifyReport, seen: _Seen | None = None
                     raise _Stop(Mismatch(rel, offset, rid,
                                          f"index says {row['record_id']} ({row['type']}, "
                                          f"{row['length']} bytes), file has {kind}, {used} bytes"))
-                for column, header in _HEADER_COLUMNS:
-                    if row[column] != record.headers.get(header):
+                for column, header in _HEADER_COLUMNS:  # values compared as parsed: trimmed
+                    if _trimmed(row[column]) != record.headers.get(header):
                         raise _Stop(Mismatch(rel, offset, rid, f"index says {column} "
                                              f"{row[column]!r}, the record's {header} is "
                                              f"{record.headers.get(header)!r}"))
@@ -358,14 +359,55 @@ def _check_claims_and_reports(bundle: Bundle) -> None:
                                  f"report {report['id'][:16]}: its text differs from its id"))
 
 
+def _trimmed(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
+
+
+def _host(netloc: str) -> str:
+    host = netloc.rsplit("@", 1)[-1]
+    if host.startswith("["):  # an IPv6 literal
+        return host.split("]", 1)[0].lower() + "]"
+    host = host.split(":", 1)[0].rstrip(".").lower()
+    labels = []
+    for label in host.split("."):
+        if label.startswith("xn--"):
+            with contextlib.suppress(UnicodeError, ValueError):
+                label = label[4:].encode("ascii").decode("punycode").lower()
+        labels.append(label)
+    return ".".join(labels)
+
+
+def _path(path: str) -> str:
+    """RFC 3986 dot-segment removal that keeps empty segments (a reader URL embeds
+    ``https://`` in its path), percent-decoded; the empty path is ``/``."""
+    out: list[str] = []
+    for segment in unquote(path).split("/")[1:]:
+        if segment == "..":
+            if out:
+                out.pop()
+        elif segment != ".":
+            out.append(segment)
+    return "/" + "/".join(out)
+
+
+def _page_key(url: str) -> tuple[str, str]:
+    """What a URL and the URL the HTTP client sent for it (normalised: case, IDNA, default
+    port, dot segments, percent-encoding; credentials and secret query values removed
+    before archiving) surely share: the host and the path. The query is left out (the
+    archived copy may hide its values), so two pages that differ only in their query are
+    not told apart here."""
+    parts = urlsplit(url.strip())
+    return _host(parts.netloc), _path(parts.path)
+
+
 def _same_url(a: str | None, b: str | None) -> bool:
-    return a is not None and b is not None and unquote(a) == unquote(b)
+    return a is not None and b is not None and _page_key(a) == _page_key(b)
 
 
 def _check_captures_and_texts(bundle: Bundle, seen: _Seen) -> None:
     """Each capture and each extracted text say what their WARC records say: a capture's
-    response was fetched from its URL (the fetch or final URL; an IRI may be
-    percent-encoded) and holds the payload whose sha256 the capture names (a revisit,
+    response was fetched from its URL (its fetch, final or given URL, by host and path:
+    :func:`_page_key`) and holds the payload whose sha256 the capture names (a revisit,
     the payload of the record it revisits), its request is the response's; a text is
     the conversion record's text, extracted from a response with that same payload.
     (Evaluation reads page text through these rows: an index edited to hand one URL
@@ -391,8 +433,7 @@ def _check_captures_and_texts(bundle: Bundle, seen: _Seen) -> None:
                    for k in ("fetch_url", "final_url", "url")):
             raise stop(cap["response_record"], f"capture {cap['id']}: its response was "
                        f"fetched from {response.get('target_uri')}, not {cap['fetch_url']}")
-        if cap["payload_sha256"] is not None and \
-                payload_of(cap["response_record"]) != cap["payload_sha256"]:
+        if payload_of(cap["response_record"]) != cap["payload_sha256"]:
             raise stop(cap["response_record"], f"capture {cap['id']}: the index's payload "
                        "sha256 differs from its WARC response")
         request = index.record(cap["request_record"]) if cap["request_record"] else None
@@ -414,7 +455,7 @@ def _check_captures_and_texts(bundle: Bundle, seen: _Seen) -> None:
             extracted_from = payload_of(text["refers_to"])
         else:
             continue
-        if text["payload_sha256"] is not None and extracted_from != text["payload_sha256"]:
+        if extracted_from != text["payload_sha256"]:
             raise stop(text["record_id"], f"capture {text['capture_id']}: its text was "
                        "extracted from another page")
 

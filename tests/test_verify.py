@@ -192,7 +192,8 @@ def _two_pages(root: Path) -> tuple[dict[str, object], dict[str, object]]:
     return dict(rows[0]), dict(rows[1])
 
 
-@pytest.mark.parametrize("edit", ["url", "payload", "text", "swapped text", "request"])
+@pytest.mark.parametrize("edit", ["url", "payload", "no payload", "text", "swapped text",
+                                  "request"])
 def test_index_edits_to_captures_and_texts_are_caught_after_a_forced_reseal(
         clean_bundle: Path, tmp_path: Path, edit: str) -> None:
     """Evaluation reads a page's text through the captures and texts rows: an index edited
@@ -204,6 +205,10 @@ def test_index_edits_to_captures_and_texts_are_caught_after_a_forced_reseal(
                  [b["url"], b["fetch_url"], b["final_url"], a["id"]])],
         "payload": [("UPDATE captures SET payload_sha256 = ? WHERE id = ?",
                      [b["payload_sha256"], a["id"]])],
+        "no payload": [("UPDATE captures SET payload_sha256 = NULL WHERE id = ?", [a["id"]]),
+                       ("UPDATE texts SET record_id = ?, sha256 = ?, chars = ? "
+                        "WHERE capture_id = ?",
+                        [b["text_record"], b["text_sha256"], b["text_chars"], a["id"]])],
         "text": [("UPDATE texts SET chars = chars + 1 WHERE capture_id = ?", [a["id"]])],
         "swapped text": [("UPDATE texts SET record_id = ?, sha256 = ?, chars = ? "
                           "WHERE capture_id = ?",
@@ -216,6 +221,7 @@ def test_index_edits_to_captures_and_texts_are_caught_after_a_forced_reseal(
     assert not report.ok
     expected = {"url": f"its response was fetched from {a['fetch_url']}, not {b['fetch_url']}",
                 "payload": "the index's payload sha256 differs from its WARC response",
+                "no payload": "the index's payload sha256 differs from its WARC response",
                 "text": "the index's text differs from its WARC conversion record",
                 "swapped text": "its text was extracted from another page",
                 "request": "its request record belongs to another response"}[edit]
@@ -261,3 +267,45 @@ def test_an_imported_page_handed_another_pages_text_is_caught(tmp_path: Path) ->
                              "WHERE capture_id = ?", [b_record, a]))
     report = verify_bundle(root)
     assert f"capture {a}: its text was extracted from another page" in str(report.mismatch)
+
+
+URL_VARIANTS = [
+    "http://127.0.0.1:8000/pages/eiffel.html?token=abc", "HTTP://127.0.0.1/louvre.html",
+    "http://example.org/a?", "https://www.Reuters.com/World/", "https://bücher.de/straße",
+    "https://example.org:443/a", "http://example.org:80/a", "https://example.org/a#",
+    "https://example.org/a?x=1&", "https://example.org/a?x=1&&y=2",
+    "https://example.org/b/./c/../d", "https://user:pw@example.org/private",
+    "https://example.org/s?sig=1&signature=2&auth=3&key=4", "https://example.org",
+    "https://example.org/%7Euser/caf%C3%A9", "https://example.org/café dé",
+    "https://[2001:db8::1]:8443/x", "https://example.org./trailing-dot",
+]
+
+
+@pytest.mark.parametrize("url", URL_VARIANTS)
+def test_a_capture_matches_the_url_its_client_archived(url: str) -> None:
+    """bundle verify binds a capture to its response by URL; the response holds the URL
+    as the HTTP client sent it (normalised, secrets removed): a good bundle must pass."""
+    import httpx
+
+    from ambereval.snapshots.transport import archived_url
+    from ambereval.snapshots.verify import _same_url
+
+    sent = archived_url(str(httpx.URL(url)))
+    assert _same_url(sent, url), (sent, url)
+    reader = "https://r.jina.ai/" + url  # the reader's fetch URL embeds the page's
+    assert _same_url(archived_url(str(httpx.URL(reader))), reader)
+    assert not _same_url(sent, "https://example.org/another-page")
+
+
+def test_a_claim_id_with_spaces_verifies(tmp_path: Path) -> None:
+    """Header values are read back trimmed; the index keeps them as written."""
+    from ambereval.snapshots import capture_claims
+    from ambereval.snapshots.claims_input import ClaimInput
+
+    root = tmp_path / "b"
+    with FakeWeb() as web:
+        capture_claims(root, [ClaimInput("c1 ", "The Eiffel Tower was completed in 1889.",
+                                         (web.url("/pages/eiffel.html"),))],
+                       fast_options(web, reader="direct"))
+    report = verify_bundle(root)
+    assert report.ok, report.mismatch
