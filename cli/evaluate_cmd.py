@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,6 +30,9 @@ from ambereval.cli.output import (
     warn_if_damaged,
 )
 from ambereval.cli.run_inputs import from_where_it_was_made, given_options
+
+if TYPE_CHECKING:
+    from ambereval.engine.runs.evaluate import ReportJob
 
 # what a resumed run may set anew; every other input comes from its invocation.json
 RESUME_MAY_CHANGE = frozenset({"resume", "judge_concurrency", "threads", "executor", "workers",
@@ -151,7 +154,8 @@ def evaluate_cmd(
         if any(p not in PROTOCOLS for p in protocols):
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
         invocation.check_judges()
-        _warn_if_tasks_changed(plan_reports(invocation.bundles, invocation.tasks))
+        _warn_if_tasks_changed(plan_reports(invocation.bundles, invocation.tasks),
+                               "--task" if resume is None else invocation.tasks)
         warn_if_damaged(invocation.bundles)
     with handled(f"the judge's answers so far are in {run_dir}/ledger.sqlite; "
                  f"`amber evaluate --resume {run_dir}` goes on from there"):
@@ -182,18 +186,19 @@ def evaluate_cmd(
     stdout.print(f"per-report scores in {out / 'reports'}; table in {out / 'run.csv'}")
 
 
-def _warn_if_tasks_changed(jobs: list[Any]) -> None:
-    """One warning line when the task file's task differs from the task frozen with a
-    report: the run scores with the file's (recorded by its sha256 in the manifest)."""
+def _warn_if_tasks_changed(jobs: list[ReportJob], tasks: str) -> None:
+    """One warning line when the tasks file (``tasks``: how to name it) gives a report a
+    task that differs from the task frozen with it: the run scores with the file's
+    (recorded by its sha256 in the manifest)."""
     changed = [job for job in jobs if job.task_changed]
     if not changed:
         return
     first = changed[0]
     more = f" (and {len(changed) - 1} more report{'s' if len(changed) > 2 else ''})" \
         if len(changed) > 1 else ""
-    stderr.print(f"amber: warning: task {first.task.id} in --task differs from the task "
+    stderr.print(f"amber: warning: task {first.task.id} in {tasks} differs from the task "
                  f"frozen with {first.bundle}:{first.report_name} in "
-                 f"{', '.join(first.task_changed)}{more}; the run scores with --task's",
+                 f"{', '.join(first.task_changed)}{more}; the run scores with {tasks}'s",
                  markup=False)
 
 

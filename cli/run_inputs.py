@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+
+import typer
 
 from ambereval.cli.output import stderr
 
@@ -27,7 +28,7 @@ def from_where_it_was_made(run_dir: Path) -> Path:
     return run_dir
 
 
-def given_options(ctx: Any, exclude: frozenset[str] = frozenset()) -> list[str]:
+def given_options(ctx: typer.Context, exclude: frozenset[str] = frozenset()) -> list[str]:
     """The options of the command running in ``ctx`` (a ``typer.Context``) that were given
     on its command line or through the environment, by their first flag, in the command's
     order; ``exclude`` holds parameter names."""

@@ -239,24 +239,51 @@ def test_without_the_runs_tasks_file_the_audit_shows_the_task_frozen_in_the_bund
                in w for w in audit.warnings)
 
 
-def test_an_irrelevant_page_e2_is_shown_with_its_page(runs: Runs) -> None:
+def test_the_audit_finds_a_relative_tasks_file_where_the_run_was_made(
+        runs: Runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "lab" / "run"
+    shutil.copytree(runs.run, run)
+    shutil.copy(runs.tasks, tmp_path / "lab" / "tasks.json")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["tasks_file"] = "tasks.json"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / "invocation.json").write_text(json.dumps({"cwd": str(tmp_path / "lab")}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "tasks.json").write_text('{"format": "amber-task/1", "tasks": []}')
+    monkeypatch.chdir(elsewhere)  # an unrelated tasks.json here is not the run's
+    audit = load_audit(run, bundles=[runs.bundle.parent])
+    assert not [w for w in audit.warnings if "tasks file" in w], audit.warnings
+    ins = next(i for i in audit.reports[0].items if i.id == "s1.ins")
+    assert ins.text == "subtask s1: Gives the Eiffel Tower's completion year."
+
+
+def test_an_irrelevant_page_e2_is_shown_with_the_opening_the_judge_read(runs: Runs) -> None:
     from ambereval.engine.runs.audit import _deepeval_items, _Loader
 
+    [fname] = json.loads((runs.run / "manifest.json").read_text())["reports"]
+    doc = json.loads((runs.run / "reports" / fname).read_text())
+    [result] = [r["deepeval"] for r in doc["judges"].values()]
+    # a page the run asked about, as if the judge had found it irrelevant
+    judged = next(e for e in result["citation_accuracy"]["urls"] if e.get("relevance_key"))
+    entry = {**judged, "error": "E2", "reason": "irrelevant"}
+    entry.pop("pairs", None)
+    dead = {"url": "http://gone.example/", "claims": 1, "capture_id": None, "error": "E1",
+            "reason": "not_captured"}
     loader = _Loader(runs.run, None)
     try:
-        bundle = loader.bundle(str(runs.bundle))
-        cap = bundle.index.one("SELECT id, url FROM captures WHERE kind = 'page' "
-                               "AND state = 'ok' ORDER BY id LIMIT 1")
-        result = {"citation_accuracy": {"urls": [
-            {"url": cap["url"], "claims": 1, "capture_id": cap["id"], "error": "E2",
-             "reason": "irrelevant", "relevance_key": None},
-            {"url": "http://gone.example/", "claims": 1, "capture_id": None, "error": "E1",
-             "reason": "not_captured"}]}}
-        e2, e1 = _deepeval_items(loader, bundle, result, "j", None)
+        bundle = loader.bundle(doc["bundle"])
+        e2, e1 = _deepeval_items(loader, bundle, {"citation_accuracy": {"urls": [entry, dead]}},
+                                 "j", None)
         [ev] = e2.evidence
-        assert (e2.label, ev.capture_id, ev.answer) == ("E2", cap["id"], "irrelevant")
-        stored = bundle.read_record(ev.warc_record_id).body.decode()
-        assert loader.pages[ev.warc_record_id]["text"] == stored
+        assert (e2.label, ev.capture_id, ev.answer) == ("E2", entry["capture_id"], "irrelevant")
+        page = loader.pages[ev.warc_record_id]
+        assert page["text"] == bundle.read_record(ev.warc_record_id).body.decode()
+        request = LedgerReader(runs.run / "ledger.sqlite").get(entry["relevance_key"])
+        prompt = json.loads(request["request"])["messages"][-1]["content"]
+        assert ev.passages and all(p.source == "prompt" for p in ev.passages)
+        for p in ev.passages:  # the opening shown to the judge, found in the page
+            assert page["text"][p.start:p.end] in prompt
         assert e1.label == "E1" and not e1.evidence  # no page to show
     finally:
         loader.close()

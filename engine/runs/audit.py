@@ -145,6 +145,15 @@ def _read_json(path: Path) -> Any:
         raise InputError(f"{path}: unreadable ({err})") from None
 
 
+def _read_json_or_none(path: Path) -> dict[str, Any]:
+    """A JSON object file, or {} when it is missing or unreadable (optional inputs)."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
 class LedgerReader:
     """Read-only access to a ledger file (never creates or migrates it)."""
 
@@ -291,27 +300,31 @@ class _Loader:
         return {s.id: s for s in frozen.subtasks}
 
     def _load_tasks(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """The run's tasks by id: its tasks file, looked for where the run was made
+        (``invocation.json`` ``cwd``), beside the run and from here, and used only if it
+        still has the manifest's sha256."""
         from ambereval.engine.tasks import load_tasks
 
         name, digest = manifest.get("tasks_file"), manifest.get("tasks_sha256")
         if not name:
             return {}
         given = Path(name)
-        candidates = [given] if given.is_absolute() else [
-            given, self.run_dir / given, self.run_dir.parent / given]
-        for path in candidates:
-            if path.is_file():
-                if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-                    self.warnings.append(f"tasks file {path} changed since the run: subtask "
-                                         "texts are from the tasks frozen in the bundles")
-                    return {}
+        made_in = _read_json_or_none(self.run_dir / "invocation.json").get("cwd")
+        bases = [Path(made_in)] if made_in else []
+        candidates = [given] if given.is_absolute() else \
+            [base / given for base in (*bases, self.run_dir.parent, self.run_dir, Path("."))]
+        found = [path for path in candidates if path.is_file()]
+        for path in found:
+            if hashlib.sha256(path.read_bytes()).hexdigest() == digest:
                 try:
                     return {t.id: t for t in load_tasks(path)}
                 except AmberError as err:
                     self.warnings.append(str(err))
                     return {}
-        self.warnings.append(f"tasks file {name} not found: subtask texts are from the "
-                             "tasks frozen in the bundles")
+        why = f"changed since the run ({found[0]})" if found else "not found"
+        self.warnings.append(f"tasks file {name} {why}: subtask texts are from the tasks "
+                             "frozen in the bundles, which may differ from those the run "
+                             "scored with")
         return {}
 
     def page(self, bundle: Bundle | None, record_id: str | None,
