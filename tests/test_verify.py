@@ -134,15 +134,22 @@ def test_corrupt_index_is_a_mismatch_not_a_traceback(clean_bundle: Path, tmp_pat
     assert "Traceback" not in done.stderr
 
 
-def test_an_edited_claim_is_caught_even_after_a_forced_reseal(tmp_path: Path) -> None:
-    from ambereval.snapshots import capture_claims, finish_bundle
+def eiffel_claim_bundle(root: Path, claim_id: str = "c1") -> Path:
+    """A bundle of one claim citing the Eiffel page, captured with the direct reader."""
+    from ambereval.snapshots import capture_claims
     from ambereval.snapshots.claims_input import ClaimInput
 
-    root = tmp_path / "b"
     with FakeWeb() as web:
-        capture_claims(root, [ClaimInput("c1", "The Eiffel Tower was completed in 1889.",
+        capture_claims(root, [ClaimInput(claim_id, "The Eiffel Tower was completed in 1889.",
                                          (web.url("/pages/eiffel.html"),))],
                        fast_options(web, reader="direct"))
+    return root
+
+
+def test_an_edited_claim_is_caught_even_after_a_forced_reseal(tmp_path: Path) -> None:
+    from ambereval.snapshots import finish_bundle
+
+    root = eiffel_claim_bundle(tmp_path / "b")
     assert verify_bundle(root).ok
     db = sqlite3.connect(root / "evidence" / "amber.sqlite")
     db.execute("UPDATE claims SET text = 'The Eiffel Tower was completed in 1999.'")
@@ -299,13 +306,5 @@ def test_a_capture_matches_the_url_its_client_archived(url: str) -> None:
 
 def test_a_claim_id_with_spaces_verifies(tmp_path: Path) -> None:
     """Header values are read back trimmed; the index keeps them as written."""
-    from ambereval.snapshots import capture_claims
-    from ambereval.snapshots.claims_input import ClaimInput
-
-    root = tmp_path / "b"
-    with FakeWeb() as web:
-        capture_claims(root, [ClaimInput("c1 ", "The Eiffel Tower was completed in 1889.",
-                                         (web.url("/pages/eiffel.html"),))],
-                       fast_options(web, reader="direct"))
-    report = verify_bundle(root)
+    report = verify_bundle(eiffel_claim_bundle(tmp_path / "b", "c1 "))
     assert report.ok, report.mismatch
