@@ -139,3 +139,24 @@ def test_a_verify_output_whose_ledger_lives_elsewhere_is_not_a_prompt_difference
     (elsewhere / "verdicts.jsonl").write_text("\n".join([json.dumps(first), *rest]) + "\n")
     text = run_amber("diff", str(runs.verify), str(elsewhere))
     assert f"prompts: not compared, b ({elsewhere}) has no ledger.sqlite" in text.stdout
+
+
+def test_two_bundles_of_one_name_are_compared_each(runs: Runs, tmp_path: Path) -> None:
+    """Systems laid out as modelA/<task>, modelB/<task>: one of them changed."""
+    from ambereval.engine.runs.diff import _short_names
+
+    assert _short_names(["b/modelA/t1", "b/modelB/t1", "b/modelA/t2"]) == {
+        "b/modelA/t1": "modelA/t1", "b/modelB/t1": "modelB/t1", "b/modelA/t2": "t2"}
+    runs_of = {}
+    for name, bundles in (("x", {"bundles/modelA/t1": "d-a", "bundles/modelB/t1": "d-b"}),
+                          ("y", {"drifted/modelA/t1": "d-a2", "copy/modelB/t1": "d-b"})):
+        run = tmp_path / name
+        shutil.copytree(runs.run, run)
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest["bundles"] = bundles
+        (run / "manifest.json").write_text(json.dumps(manifest))
+        runs_of[name] = run
+    diff = diff_runs(runs_of["x"], runs_of["y"])
+    assert not diff["identical"]
+    assert [(i["field"], i["a"], i["b"]) for i in diff["inputs"]] == [
+        ("bundles.modelA/t1", "d-a", "d-a2")]

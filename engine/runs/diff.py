@@ -66,18 +66,38 @@ def prompt_digests(run_dir: Path) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
+def _short_names(paths: list[str]) -> dict[str, str]:
+    """Each bundle path -> its shortest tail of folder names that no other path of the
+    run shares (``market6V``; ``modelA/market6V`` when ``modelB/market6V`` is there too),
+    so two runs of the same bundles at other places compare, and two bundles of one name
+    never collide."""
+    parts = {p: Path(p).parts for p in paths}
+    names: dict[str, str] = {}
+    for path, mine in parts.items():
+        for n in range(1, len(mine) + 1):
+            tail = mine[-n:]
+            if all(other[-n:] != tail for q, other in parts.items() if q != path):
+                break
+        names[path] = "/".join(tail)
+    return names
+
+
 def _bundle_digests(run_dir: Path, audit: Audit) -> dict[str, Any]:
-    """Bundle folder name -> datapackage digest (as recorded, else as found now)."""
+    """Bundle name (:func:`_short_names`) -> datapackage digest (as recorded, else as
+    found now)."""
     if audit.kind == "evaluate":
         manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-        return {Path(k).name: v for k, v in sorted((manifest.get("bundles") or {}).items())}
+        recorded = manifest.get("bundles") or {}
+        names = _short_names(list(recorded))
+        return {names[k]: v for k, v in sorted(recorded.items(), key=lambda kv: names[kv[0]])}
     from ambereval.engine.runs.audit import _datapackage_digest, resolve_bundle
 
+    names = _short_names(sorted({rep.bundle for rep in audit.reports}))
     out = {}
     for rep in audit.reports:
         found = resolve_bundle(rep.bundle, run_dir)
-        out[Path(rep.bundle).name] = _datapackage_digest(found) if found else None
-    return out
+        out[names[rep.bundle]] = _datapackage_digest(found) if found else None
+    return dict(sorted(out.items()))
 
 
 def _inputs(run_dir: Path, audit: Audit) -> dict[str, Any]:
