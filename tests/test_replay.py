@@ -154,3 +154,23 @@ def test_replay_with_recorded_retrieval_needs_no_embedder(tmp_path: Path) -> Non
     path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     result = CliRunner().invoke(app, ["replay", str(run)])
     assert result.exit_code == 3 and "is not a chunk of capture" in result.output
+
+
+def test_a_run_of_bundles_given_out_of_order_replays(tmp_path: Path) -> None:
+    """The manifest keeps its bundles sorted; the run planned them in the order given."""
+    from fakejudge import FakeJudgeServer
+    from rundirs import dr3_bundles
+
+    from conftest import run_amber
+
+    bundles, tasks = dr3_bundles(tmp_path, systems=3)
+    with FakeJudgeServer() as server:
+        done = run_amber("evaluate", *map(str, reversed(bundles)), "--task", str(tasks),
+                         "--protocol", "dr3", "--judge-url", server.url, "--judge-name",
+                         "fake", "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert list(manifest["bundles"]) == sorted(map(str, bundles))  # sorted, unlike the run
+    replay = run_amber("replay", str(tmp_path / "run"))
+    assert replay.returncode == 0, replay.stderr
+    assert replay.stdout.startswith("OK: replay identical (3 reports")

@@ -334,6 +334,19 @@ def recorded_decisions(report: Path) -> dict[str, dict[str, Any]]:
     return decisions
 
 
+def _in_run_order(manifest: dict[str, Any]) -> list[str]:
+    """The manifest's bundles (keyed, so stored sorted) in the order the run was given
+    them, which is the order of its reports: a run of ``modelB/ modelA/`` replays as
+    such."""
+    reports = {name: i for i, name in enumerate(manifest["reports"])}
+
+    def first_report(bundle: str) -> int:
+        planned = plan_reports([bundle], manifest["tasks_file"])
+        return min((reports.get(j.fname, len(reports)) for j in planned), default=len(reports))
+
+    return sorted(manifest["bundles"], key=first_report)
+
+
 def replay_run(run_dir: str | Path) -> dict[str, Any]:
     """Re-evaluate ``run_dir`` from its ledger and retrieval record; compare byte for byte.
 
@@ -348,7 +361,7 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
     check_inputs(manifest)
     protocols = list(manifest["protocols"])
     had_embedder = manifest.get("embedder") is not None
-    jobs = plan_reports(list(manifest["bundles"]), manifest["tasks_file"])
+    jobs = plan_reports(_in_run_order(manifest), manifest["tasks_file"])
     if [j.fname for j in jobs] != manifest["reports"]:
         raise ReplayDifference(f"{run}: the bundles now plan other reports than the run's")
     ledger = Ledger(run / "ledger.sqlite", "replay")
