@@ -32,12 +32,16 @@ _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^(\s*)([-*+]|\d{1,3}[.)])\s+")
 _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_URL = re.compile(r"https?://[^\s<>\"'\)\]）】，。`]+")
+# a URL runs to whitespace or a closing mark; a ")" belongs to it only when it closes a
+# "(" inside it (Wikipedia's ``Circumstance_(2011_film)``, DOIs like ``S0749-8063(21)``)
+_URL_CHAR = r"[^\s<>\"'()\]）】，。`]"
+_URL = re.compile(rf"https?://(?:{_URL_CHAR}|\({_URL_CHAR}*\)|\()+")
+_LINK_URL = r"https?://(?:[^\s()]|\([^\s()]*\)|\()+"  # a link's target, same rule
 _REF_NUM = re.compile(r"^\s*(?:[-*+]\s+)?(?:\[\^?(\d{1,4})\]:?|(\d{1,4})[.)]|【(\d{1,4})】)\s*")
-_MD_LINK = re.compile(r"\[([^\[\]\n]{0,400})\]\((https?://[^\s)]+)(?:\s+\"[^\"]*\")?\)")
+_MD_LINK = re.compile(r"\[([^\[\]\n]{0,400})\]\((" + _LINK_URL + r")(?:\s+\"[^\"]*\")?\)")
 _NUMS = r"\d{1,4}(?:\s*[-–—‑]\s*\d{1,4})?(?:\s*[,，;]\s*\d{1,4}(?:\s*[-–—‑]\s*\d{1,4})?)*"
 _CITATION_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("link_number", re.compile(r"\[\[?\(?(\d{1,4})\)?\]?\]\((https?://[^\s)]+)\)")),
+    ("link_number", re.compile(r"\[\[?\(?(\d{1,4})\)?\]?\]\((" + _LINK_URL + r")\)")),
     ("citation_tag", re.compile(r"\[citation:\s*(" + _NUMS + r")\]", re.I)),
     ("dagger", re.compile(r"[\[【](\d{1,4})†[^\]】\n]{0,40}[\]】]")),
     ("footnote", re.compile(r"\[\^(\d{1,4})\](?!:)")),

@@ -202,3 +202,34 @@ def test_brackets_in_inline_code_are_not_citations_but_fenced_blocks_cite() -> N
     assert [(c.numbers, c.url) for c in report.citations] == [
         ([1], None), ([], "https://b.example/"), ([1], None)]
     assert not [p for p in report.problems if "not in the reference list" in p.message]
+
+
+def test_a_url_keeps_the_parentheses_it_opens_and_closes() -> None:
+    text = ("Circumstance won an award [1] (see https://x.org/a), as did a film "
+            "([the film](https://en.wikipedia.org/wiki/In_Between_(2016_film))).\n\n"
+            "## References\n"
+            "[1] https://en.wikipedia.org/wiki/Circumstance_(2011_film) - Circumstance\n"
+            "[2] https://doi.org/10.1016/S0749-8063(21)00652-6.\n")
+    r = parse_report(text)
+    assert [(x.number, x.url) for x in r.references] == [
+        (1, "https://en.wikipedia.org/wiki/Circumstance_(2011_film)"),
+        (2, "https://doi.org/10.1016/S0749-8063(21)00652-6")]
+    assert [ref.title for ref in r.references][0] == "Circumstance"
+    urls = [u for c in r.citations for u in c.urls]
+    assert "https://x.org/a" in urls  # the ")" after it closes the prose, not the URL
+    assert "https://en.wikipedia.org/wiki/In_Between_(2016_film)" in urls
+    assert not [p for p in r.problems if "bracket" in p.message]
+
+
+def test_real_reports_citing_urls_with_parentheses() -> None:
+    """11 references in the shared LRB and DRB reports (Wikipedia titles, DOIs) hold a
+    "(...)"; they used to be cut at the "(" and flagged as broken."""
+    lrb = sorted(shared("lrb", "reference_reports").glob("*.md"))
+    drb = shared("drb", "raw_data_claude-3-7-sonnet-latest.jsonl")
+    texts = [p.read_text(encoding="utf-8") for p in lrb]
+    texts += [json.loads(line)["article"] for line in drb.read_text().splitlines()]
+    refs = [x.url for text in texts for x in parse_report(text).references
+            if x.url and "(" in x.url]
+    assert len(refs) == 11
+    assert all(url.count("(") == url.count(")") for url in refs), refs
+    assert "https://doi.org/10.1016/S0749-3797(01)00381-6" in refs
