@@ -49,6 +49,9 @@ def dr3_cmd(
     size: Annotated[str, typer.Option(help="Sandbox corpus size: 32k, 64k, ... 512k.")] = "32k",
     reports: Annotated[Path | None, typer.Option(
         help="A <ctx>/<model> folder of NNN/final_report.md to store in the bundles.")] = None,
+    system: Annotated[str | None, typer.Option(
+        help="The system the --reports are from, as a run's table names it (default: the "
+        "<model> folder's name).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Tasks plus one bundle per task holding its sandbox corpus as WARC resource records.
@@ -57,9 +60,12 @@ def dr3_cmd(
     """
     from ambereval.engine.importers import import_dr3
     from ambereval.engine.tasks import dump_tasks
+    from ambereval.errors import InputError
 
     with handled():
-        tasks = import_dr3(dataset, out, size, reports)
+        if system is not None and reports is None:
+            raise InputError("--system names the system of --reports; give --reports too")
+        tasks = import_dr3(dataset, out, size, reports, system)
         dump_tasks(tasks, out / "tasks.json")
     summary = {"tasks": len(tasks), "bundles": str(out / "bundles"),
                "with_report": sum(1 for t in tasks if t.report),

@@ -164,10 +164,12 @@ def _find(root: Path, task_id: str, name: str) -> Path | None:
 
 
 def import_dr3(dataset: str | Path, out: str | Path, size: str = "32k",
-               reports: str | Path | None = None) -> list[Task]:
+               reports: str | Path | None = None, system: str | None = None) -> list[Task]:
     """Tasks for every DR3-Eval task folder, and one bundle per task under ``out/bundles``.
     With ``reports`` (a ``<ctx>/<model>`` folder), each ``<NNN>/final_report.md`` is
-    stored in its task's bundle, ready for ``amber evaluate --protocol dr3``."""
+    stored in its task's bundle, ready for ``amber evaluate --protocol dr3``, as the
+    report of ``system`` (default: the ``<model>`` folder's name), which names its column
+    in a run's table."""
     dataset, out = Path(dataset), Path(out)
     if reports is not None and not Path(reports).is_dir():
         raise InputError(f"{reports}: no such reports directory",
@@ -221,7 +223,8 @@ def import_dr3(dataset: str | Path, out: str | Path, size: str = "32k",
             with Bundle.create(root) as bundle:
                 bundle.store_report(f"{task_id}/final_report.md",
                                     report.read_text(encoding="utf-8"), task.to_json(),
-                                    {"source": str(report)})
+                                    {"source": str(report),
+                                     "system": system or Path(reports).resolve().name})
                 bundle.finalize()
             task.report = f"{task_id}/final_report.md"
         tasks.append(task)

@@ -130,3 +130,26 @@ def test_import_dr3_names_a_reports_folder_with_no_reports(tmp_path: Path) -> No
         with pytest.raises(InputError, match="reports"):
             import_dr3(DR3, tmp_path / "out", reports=wrong)
     assert not (tmp_path / "out").exists()  # refused before any bundle is written
+
+
+def test_dr3_imports_of_several_systems_stay_separate_systems(tmp_path: Path) -> None:
+    """Each import writes DIR/bundles/NNN: the system is the reports' model folder (or
+    --system), not the "bundles" folder every import shares."""
+    from fakejudge import FakeJudgeServer
+    from rundirs import dr3_bundles
+
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    named = run_amber("import", "dr3", str(DR3), "--out", str(tmp_path / "named"),
+                      "--reports", str(tmp_path / "reports" / "model-0"), "--system", "Ours")
+    assert named.returncode == 0, named.stderr
+    lonely = run_amber("import", "dr3", str(DR3), "--out", str(tmp_path / "x"),
+                       "--system", "Ours")
+    assert lonely.returncode != 0 and "give --reports too" in lonely.stderr
+    with FakeJudgeServer() as server:
+        ours = tmp_path / "named" / "bundles" / "001"
+        done = run_amber("evaluate", *map(str, bundles), str(ours),
+                         "--task", str(tasks), "--protocol", "dr3", "--judge-url", server.url,
+                         "--judge-name", "fake", "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    table = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert [s["system"] for s in table["systems"]] == ["Ours", "model-0", "model-1"]
