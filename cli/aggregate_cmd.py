@@ -20,7 +20,8 @@ def dailyreport_cmd(
                                                 'fac?, rat?}]}')],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     rule: Annotated[list[str] | None, typer.Option(
-        "--rule", help="Switch an [our rule], e.g. c1_empty=zero (repeatable).")] = None,
+        "--rule", help="Switch a rule that acts on scores (o_rule, c1_empty, "
+        "v2_no_p2a), e.g. c1_empty=zero (repeatable).")] = None,
 ) -> None:
     """Ins, Fac, Rat (cascade), SubTask Pass, UserPref (Algorithm 1) and every o_k.
 

@@ -66,12 +66,14 @@ def evaluate_cmd(
     ledger_mode: Annotated[str, typer.Option(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
     rule: Annotated[list[str] | None, typer.Option(
-        "--rule", help="Switch an [our rule] of PROTOCOLS.md, e.g. c1_empty=zero "
+        "--rule", help="Switch one of DailyReport's rules, e.g. c1_empty=zero; the "
+        "README's \"The three protocols\" lists them "
         "(repeatable; recorded in manifest.json).")] = None,
     executor: Annotated[str, typer.Option(
         "--executor", help="auto (reports in parallel with a served judge), sequential, "
         "threads, processes (worker processes on this machine, each with its own judge and "
-        "a share of the cores), or ray (one Ray task per report; needs amber-eval[ray]).")
+        "a share of the cores), or ray (one Ray task per report; needs the extra "
+        "amber-eval\\[ray]).")
     ] = "auto",
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="With --executor processes: worker processes (default one "

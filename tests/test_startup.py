@@ -197,6 +197,27 @@ def test_every_command_takes_json() -> None:
         assert "--json" in options, f"amber {' '.join(path)} has no --json"
 
 
+def test_bracketed_words_in_help_are_printed() -> None:
+    """typer's rich help reads "[word]" as markup and drops it ("needs amber-eval[ray]"
+    printed "needs amber-eval"): every bracket in a help text must reach the screen."""
+    import re
+
+    runner = CliRunner()
+    checked = 0
+    for path, command in every_command()[1:]:
+        texts = [command.help or ""] + [getattr(p, "help", None) or "" for p in command.params]
+        wanted = [m.replace("\\[", "[") for t in texts
+                  for m in re.findall(r"\\?\[[A-Za-z][^\]\n]*\]", t)]
+        if not wanted:
+            continue
+        shown = runner.invoke(main.app, [*path, "--help"], terminal_width=400).output
+        flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", shown).split())
+        for text in wanted:
+            checked += 1
+            assert " ".join(text.split()) in flat, f"amber {' '.join(path)}: {text!r} not shown"
+    assert checked > 0
+
+
 def plain_samples(param: Any, tmp: Path) -> list[Any]:
     """Values a user (or a default) could hand to the parameter, valid and not."""
     words = ["abc", "", "5", "-3", "007", "+5", " 5", "5.0", "-0", "1_000", "0.5", "1e3",
