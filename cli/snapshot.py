@@ -74,7 +74,7 @@ def _options(reader: str, concurrency: int, jina: list[str] | None, retries: int
         policy=policy, serper_rate=limit, reader_rate=limit, **search)  # type: ignore[arg-type]
 
 
-def _render(summary: CaptureSummary, as_json: bool) -> None:
+def _render(summary: CaptureSummary, as_json: bool, reader: str) -> None:
     if as_json:
         print_json(summary.as_dict())
         return
@@ -92,9 +92,12 @@ def _render(summary: CaptureSummary, as_json: bool) -> None:
     if len(summary.failures) > 20:
         stdout.print(f"... and {len(summary.failures) - 20} more failures (--json lists all)")
     if summary.failed and not summary.captured and not summary.skipped:
+        hint = ("is the Jina reader able to reach these pages? try --reader direct"
+                if reader == "jina" else "are these pages reachable from this machine? "
+                "the direct reader never fetches private or loopback addresses")
         stderr.print(f"amber: warning: no page was captured ({summary.failed} failed), so the "
-                     "bundle holds no evidence; check the reasons above (is --reader jina "
-                     "able to reach these pages? try --reader direct)", markup=False)
+                     f"bundle holds no evidence; check the reasons above ({hint})",
+                     markup=False)
 
 
 @app.command("claims")
@@ -130,7 +133,7 @@ def claims_cmd(
         items = load_claims(claims)
         with progress_bar(not as_json) as progress:
             summary = capture_claims(out, items, options, progress)
-    _render(summary, as_json)
+    _render(summary, as_json, reader)
 
 
 @app.command("report")
@@ -191,7 +194,7 @@ def report_cmd(
     stdout.print(f"extracted {len(claims)} claims with {judge.calls} judge calls: "
                  f"{by['judge']} by the judge, {by['sentences']} by the sentence extractor "
                  f"(which alone makes {account['sentence_baseline']})")
-    _render(summary, as_json)
+    _render(summary, as_json, reader)
 
 
 @app.command("urls")
@@ -220,4 +223,4 @@ def urls_cmd(
         items = load_urls(urls)
         with progress_bar(not as_json) as progress:
             summary = capture_urls(out, items, options, progress)
-    _render(summary, as_json)
+    _render(summary, as_json, reader)

@@ -215,9 +215,11 @@ def card_entry(judge: Judge, label: str | None = None) -> dict[str, Any]:
         warning = (f"judge {name} has no judge card: its quality is unmeasured "
                    "(measure it: amber judge-bench --suite DIR with the same judge options)")
     elif pairs < MIN_CARD_PAIRS:
+        how = "without a small --limit" if card and card.get("limit") else \
+            f"on labeled sets of {MIN_CARD_PAIRS} pairs or more in all"
         warning = (f"judge {name}'s card rests on {pairs} labeled pairs (fewer than "
                    f"{MIN_CARD_PAIRS}): its kappa {kappa:.3f} is not a measurement (run "
-                   "amber judge-bench --suite DIR without a small --limit)")
+                   f"amber judge-bench --suite DIR {how})")
     elif kappa < KAPPA_FLOOR:
         warning = (f"judge {name} measured mean kappa {kappa:.3f} < {KAPPA_FLOOR}: its "
                    "verdicts are close to chance")

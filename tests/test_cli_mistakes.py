@@ -138,6 +138,11 @@ def test_a_snapshot_that_captured_nothing_says_so(web: FakeWeb, tmp_path: Path) 
     assert done.returncode == 0, done.stderr  # the failure is recorded; a rerun retries it
     assert "failed: http://127.0.0.1:9/gone (HTTP 422: Failed to goto" in done.stdout
     assert "amber: warning: no page was captured (1 failed)" in done.stderr
+    assert "try --reader direct" in done.stderr  # the Jina reader (the default) failed
+    direct = run_amber("snapshot", "urls", str(urls), "--out", str(tmp_path / "d"),
+                       "--reader", "direct", env=web.env())
+    assert "amber: warning: no page was captured (1 failed)" in direct.stderr
+    assert "try --reader direct" not in direct.stderr
 
 
 def test_snapshot_report_never_overwrites_claims_of_another_input(web: FakeWeb,

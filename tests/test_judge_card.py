@@ -125,6 +125,10 @@ def test_card_entry_warns_when_unmeasured_or_poor(tmp_path: Path, home: Path,
     assert entry["card"] == small and entry["mean_kappa"] == 0.0
     assert "labeled pairs (fewer than 50)" in entry["warning"] and "not a measurement" \
         in caplog.text
+    assert "on labeled sets of 50 pairs or more in all" in entry["warning"]  # no --limit cut
+    judge_card._WARNED.clear()
+    write_card({**small, "limit": 2})  # cut short by --limit
+    assert "without a small --limit" in card_entry(judge)["warning"]
     card = {**small, "sets": {name: {**s, "n": 50} for name, s in small["sets"].items()}}
     write_card(card)  # as measured on enough pairs
     caplog.clear()
