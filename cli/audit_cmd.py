@@ -125,9 +125,11 @@ def _print_item(audit: Any, rep: Any, item: Any) -> None:
     from ambereval.engine.runs.audit import excerpt
 
     colour = COLOURS.get(item.outcome, "white")
+    # with several systems, the same report name is no address: say whose it is
+    whose = f" of {escape(rep.system)}" if len({r.system for r in audit.reports}) > 1 else ""
     stdout.print(f"[bold]{escape(item.id)}[/bold]  [{colour}]{escape(item.label)}[/{colour}]"
                  f"  {escape(item.protocol)}.{escape(item.dimension)}  judge "
-                 f"{escape(item.judge)}  report {escape(rep.name)}")
+                 f"{escape(item.judge)}  report {escape(rep.name)}{whose}")
     stdout.print(f"  {escape(item.text)}"
                  + (f"  [dim](report chars {item.span[0]}-{item.span[1]})[/dim]"
                     if item.span else ""))

@@ -287,3 +287,23 @@ def test_an_irrelevant_page_e2_is_shown_with_the_opening_the_judge_read(runs: Ru
         assert e1.label == "E1" and not e1.evidence  # no page to show
     finally:
         loader.close()
+
+
+def test_reports_of_several_systems_are_told_apart(tmp_path: Path) -> None:
+    from fakejudge import FakeJudgeServer
+    from rundirs import dr3_bundles
+
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    with FakeJudgeServer() as server:
+        done = run_amber("evaluate", *map(str, bundles), "--task", str(tasks), "--protocol",
+                         "dr3", "--judge-url", server.url, "--judge-name", "fake",
+                         "--out", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    shown = run_amber("audit", str(tmp_path / "run"), "--report", "model-1",
+                      "--dimension", "dr3.if")
+    assert shown.returncode == 0, shown.stderr
+    assert "report 001/final_report.md of model-1" in shown.stdout
+    assert "of model-0" not in shown.stdout
+    wrong = run_amber("audit", str(tmp_path / "run"), "--report", "model-9")
+    assert wrong.returncode != 0
+    assert "model-0" in wrong.stderr and wrong.stderr.count("001/final_report.md") <= 1

@@ -774,16 +774,19 @@ def _did_you_mean(word: str, options: list[str]) -> str:
 
 
 def select_reports(audit: Audit, report: str | None) -> list[AuditReport]:
-    """Reports matching ``report``: the per-report file name, the report's name, a prefix
-    of its id (6+ characters), or a part of its name."""
+    """Reports matching ``report``: the per-report file name, the report's name, its
+    system's name (all of that system's reports), a prefix of its id (6+ characters), or
+    a part of its name."""
     if report is None:
         return list(audit.reports)
-    exact = [r for r in audit.reports if report in (r.key, r.name, Path(r.name).name)
+    exact = [r for r in audit.reports if report in (r.key, r.name, Path(r.name).name, r.system)
              or (r.report_id and len(report) >= 6 and r.report_id.startswith(report))]
     found = exact or [r for r in audit.reports if report in r.name or report in r.key]
     if not found:
+        known = list(dict.fromkeys([r.name for r in audit.reports]
+                                   + [r.system for r in audit.reports]))
         raise InputError(f"no report {report!r} in {audit.source}",
-                         hint=_did_you_mean(report, [r.name for r in audit.reports]))
+                         hint=_did_you_mean(report, known))
     return found
 
 
