@@ -83,18 +83,24 @@ def _render(diff: dict[str, Any], limit: int) -> None:
             t.add_row(escape(row["system"]), row["column"], _show(row["a"]), _show(row["b"]),
                       _show(row["delta"]))
         stdout.print(t)
+    # with several systems a report's name is not enough to tell the rows apart
+    several = len({r["system"] for r in diff["scores"] + diff["verdicts"]}) > 1
+
+    def report(row: dict[str, Any]) -> str:
+        return escape(f"{row['system']}: {row['report']}" if several else row["report"])
+
     if diff["scores"]:
         t = Table("report", "column", "A", "B", "delta",
                   title=f"Scores that moved ({len(diff['scores'])}), largest first")
         for row in diff["scores"][:limit]:
-            t.add_row(escape(row["report"]), row["column"], _show(row["a"]), _show(row["b"]),
+            t.add_row(report(row), row["column"], _show(row["a"]), _show(row["b"]),
                       _show(row["delta"]))
         stdout.print(t)
     if diff["verdicts"]:
         stdout.print(f"Verdicts that moved ({len(diff['verdicts'])}), largest first "
                      "(report / judge / item: A -> B):")
         for row in diff["verdicts"][:limit]:
-            stdout.print(f"  {escape(row['report'])} / {escape(row['judge'])} / "
+            stdout.print(f"  {report(row)} / {escape(row['judge'])} / "
                          f"[bold]{escape(row['item'])}[/bold]: {escape(row['a'])} -> "
                          f"{escape(row['b'])}  [dim]{escape(row['text'][:70])}[/dim]")
     else:

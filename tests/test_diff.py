@@ -160,3 +160,24 @@ def test_two_bundles_of_one_name_are_compared_each(runs: Runs, tmp_path: Path) -
     assert not diff["identical"]
     assert [(i["field"], i["a"], i["b"]) for i in diff["inputs"]] == [
         ("bundles.modelA/t1", "d-a", "d-a2")]
+
+
+def test_what_moved_says_whose_report_it_was(tmp_path: Path) -> None:
+    """Two systems answering the same task: each moved row names its system."""
+    from fakejudge import FakeJudgeServer
+    from rundirs import dr3_bundles
+
+    bundles, tasks = dr3_bundles(tmp_path, systems=2)
+    for name, salt in (("a", b""), ("b", b"another model")):
+        with FakeJudgeServer() as server:
+            server.salt = salt
+            done = run_amber("evaluate", *map(str, bundles), "--task", str(tasks),
+                             "--protocol", "dr3", "--judge-url", server.url, "--judge-name",
+                             "fake", "--out", str(tmp_path / name))
+        assert done.returncode == 0, done.stderr
+    diff = diff_runs(tmp_path / "a", tmp_path / "b")
+    assert diff["verdicts"] and {v["system"] for v in diff["verdicts"]} == {"model-0",
+                                                                          "model-1"}
+    shown = run_amber("diff", str(tmp_path / "a"), str(tmp_path / "b"), "--limit", "100")
+    assert "model-0: 001/final_report.md / fake /" in shown.stdout
+    assert "model-1: 001/final_report.md / fake /" in shown.stdout

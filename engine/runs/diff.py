@@ -189,7 +189,8 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
             ib_ = items_b.get((pairing.get(ia_.judge, ia_.judge), ia_.id))
             if ib_ is None or (ia_.label, ia_.outcome) == (ib_.label, ib_.outcome):
                 continue
-            verdicts.append({"report": ra.name, "judge": ia_.judge, "item": ia_.id,
+            verdicts.append({"report": ra.name, "system": ra.system, "judge": ia_.judge,
+                             "item": ia_.id,
                              "dimension": f"{ia_.protocol}.{ia_.dimension}",
                              "text": ia_.text[:200], "a": ia_.label, "b": ib_.label,
                              "change": f"{ia_.outcome} -> {ib_.outcome}",
