@@ -303,8 +303,11 @@ def unscored(results: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
         if isinstance(node, dict):
             empty = ("score" in node and node["score"] is None) or \
                 ("scores" in node and node["scores"] is None)
-            if empty and isinstance(node.get("reason"), str) and node["reason"]:
-                seen.setdefault((path, node["reason"]), set()).add(report)
+            reason = node.get("reason")
+            if empty and not reason and node.get("pairs") == 0 and "urls" in node:
+                reason = "the report cites no URL"  # DeepEval citation accuracy
+            if empty and isinstance(reason, str) and reason:
+                seen.setdefault((path, reason), set()).add(report)
                 return
             for key, value in node.items():
                 walk(value, f"{path}.{key}" if path else key, report)
