@@ -49,7 +49,12 @@ def dailyreport_cmd(
         if unused:  # they act while judging, on claims this command never sees
             raise InputError(f"rule {unused[0]} acts inside `amber evaluate`, not on scores",
                              hint="give it to amber evaluate --rule")
-        result = aggregate(parse_scores(doc, str(scores)), rules)
+        subtasks = parse_scores(doc, str(scores))
+        if not subtasks:
+            raise InputError(f"{scores}: no subtasks to aggregate",
+                             hint="each subtask: id, importance, ins, and fac, rat or "
+                             "group when it has them")
+        result = aggregate(subtasks, rules)
     if as_json:
         print_json(result)
         return

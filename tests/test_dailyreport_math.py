@@ -103,6 +103,10 @@ def test_aggregate_cli(tmp_path: Path) -> None:
     assert "rule fac_no_claims acts inside `amber evaluate`" in unused.stderr
     folder = run_amber("aggregate", "dailyreport", str(tmp_path))
     assert folder.returncode == 2 and "is a directory" in folder.stderr
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"subtasks": []}')
+    done = run_amber("aggregate", "dailyreport", str(empty))
+    assert done.returncode == 2 and f"{empty}: no subtasks to aggregate" in done.stderr
 
 
 def test_our_rules_can_be_switched() -> None:
