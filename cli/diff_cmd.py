@@ -84,7 +84,7 @@ def _render(diff: dict[str, Any], limit: int) -> None:
                       _show(row["delta"]))
         stdout.print(t)
     # with several systems a report's name is not enough to tell the rows apart
-    several = len({r["system"] for r in diff["scores"] + diff["verdicts"]}) > 1
+    several = len(diff.get("systems_compared") or []) > 1
 
     def report(row: dict[str, Any]) -> str:
         return escape(f"{row['system']}: {row['report']}" if several else row["report"])

@@ -145,8 +145,11 @@ def test_two_bundles_of_one_name_are_compared_each(runs: Runs, tmp_path: Path) -
     """Systems laid out as modelA/<task>, modelB/<task>: one of them changed."""
     from ambereval.engine.runs.diff import _short_names
 
-    assert _short_names(["b/modelA/t1", "b/modelB/t1", "b/modelA/t2"]) == {
-        "b/modelA/t1": "modelA/t1", "b/modelB/t1": "modelB/t1", "b/modelA/t2": "t2"}
+    assert _short_names(["b/modelA/t1", "b/modelB/t1", "b/modelA/t2"], ["c/t1"]) == {
+        "b/modelA/t1": "modelA/t1", "b/modelB/t1": "modelB/t1", "b/modelA/t2": "modelA/t2",
+        "c/t1": "c/t1"}
+    assert _short_names(["/abs/t1", "abs/t1"]) == {"/abs/t1": "/abs/t1", "abs/t1": "abs/t1"}
+    assert _short_names(["x/t1"], ["y/t1"]) == {"x/t1": "t1", "y/t1": "t1"}
     runs_of = {}
     for name, bundles in (("x", {"bundles/modelA/t1": "d-a", "bundles/modelB/t1": "d-b"}),
                           ("y", {"drifted/modelA/t1": "d-a2", "copy/modelB/t1": "d-b"})):
@@ -181,3 +184,32 @@ def test_what_moved_says_whose_report_it_was(tmp_path: Path) -> None:
     shown = run_amber("diff", str(tmp_path / "a"), str(tmp_path / "b"), "--limit", "100")
     assert "model-0: 001/final_report.md / fake /" in shown.stdout
     assert "model-1: 001/final_report.md / fake /" in shown.stdout
+
+
+def test_a_bundle_in_both_runs_has_one_name_even_if_only_one_run_has_its_twin(
+        runs: Runs, tmp_path: Path) -> None:
+    runs_of = {}
+    for name, bundles in (("x", {"b/modelA/t1": "d-a", "b/modelB/t1": "d-b"}),
+                          ("y", {"b/modelA/t1": "d-a"})):
+        run = tmp_path / name
+        shutil.copytree(runs.run, run)
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest["bundles"] = bundles
+        (run / "manifest.json").write_text(json.dumps(manifest))
+        runs_of[name] = run
+    diff = diff_runs(runs_of["x"], runs_of["y"])
+    assert [(i["field"], i["a"], i["b"]) for i in diff["inputs"]] == [
+        ("bundles.modelB/t1", "d-b", None)]  # modelA/t1 is the same bundle in both
+
+
+def test_a_moved_row_names_its_system_when_the_runs_have_several(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ambereval.cli.diff_cmd import _render
+
+    row = {"report": "001/final_report.md", "system": "model-1", "column": "dr3.fa",
+           "a": 50.0, "b": 100.0, "delta": 50.0}
+    diff = {"identical": False, "inputs": [], "prompts": {"only_a": [], "only_b": []},
+            "reports": {"only_a": [], "only_b": []}, "judges_paired": {}, "systems": [],
+            "scores": [row], "verdicts": [], "systems_compared": ["model-0", "model-1"]}
+    _render(diff, 10)  # only model-1 moved; model-0 is in the runs too
+    assert "model-1: 001/final_report.md" in capsys.readouterr().out

@@ -3,7 +3,9 @@ scores moved, largest first.
 
 Both directories must be of one kind: two ``amber evaluate`` run directories, or two
 ``amber verify`` output directories. Inputs compared: the manifest's (or summary's)
-judges, bundles (by their datapackage digest), task file digest, seed, embedder,
+judges, bundles (by their datapackage digest, each named by its shortest folder-name
+tail unique across both runs: ``t1``, or ``modelA/t1`` beside ``modelB/t1``), task
+file digest, seed, embedder,
 retriever, options and rules (leaf by leaf), software version, and the prompts — the
 sha256 of every distinct system prompt the judge was given, read from each run's ledger,
 plus any prompt digests the run records. Reports are matched by report id (the sha256 of
@@ -19,15 +21,16 @@ Output format ``amber-diff/1``:
   ``reports``    {only_a, only_b}: report names present in one run only
   ``scores``     [{report, system, column, a, b, delta}] sorted by |delta| (None last)
   ``systems``    the same per system mean
-  ``verdicts``   [{report, judge, item, dimension, text, a, b, change}] most severe first:
-                 pass <-> fail, then a step to or from partial/unknown
+  ``verdicts``   [{report, system, judge, item, dimension, text, a, b, change}] most
+                 severe first: pass <-> fail, then a step to or from partial/unknown
+  ``systems_compared``  every system of either run, sorted
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from ambereval.engine.runs.audit import Audit, LedgerReader, load_audit
@@ -66,43 +69,45 @@ def prompt_digests(run_dir: Path) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def _short_names(paths: list[str]) -> dict[str, str]:
-    """Each bundle path -> its shortest tail of folder names that no other path of the
-    run shares (``market6V``; ``modelA/market6V`` when ``modelB/market6V`` is there too),
-    so two runs of the same bundles at other places compare, and two bundles of one name
-    never collide."""
-    parts = {p: Path(p).parts for p in paths}
-    names: dict[str, str] = {}
-    for path, mine in parts.items():
-        for n in range(1, len(mine) + 1):
-            tail = mine[-n:]
-            if all(other[-n:] != tail for q, other in parts.items() if q != path):
-                break
-        names[path] = "/".join(tail)
-    return names
+def _short_names(*runs: list[str]) -> dict[str, str]:
+    """Each bundle path of ``runs`` -> its last ``n`` folder names, with the smallest
+    ``n`` that tells every run's bundles apart (``t1``; ``modelA/t1`` when a run also
+    holds ``modelB/t1``). One ``n`` for all, so a bundle has the same name in both runs
+    wherever each run found it, and two bundles of one name never collide."""
+    parts = {p: PurePath(p).parts for paths in runs for p in paths}
+    longest = max((len(v) for v in parts.values()), default=1)
+    n = next((k for k in range(1, longest + 1)
+              if all(len({parts[p][-k:] for p in paths}) == len(set(paths))
+                     for paths in runs)), longest)
+    return {p: PurePath(*v[-n:]).as_posix() for p, v in parts.items()}
 
 
 def _bundle_digests(run_dir: Path, audit: Audit) -> dict[str, Any]:
-    """Bundle name (:func:`_short_names`) -> datapackage digest (as recorded, else as
+    """Bundle path as the run names it -> datapackage digest (as recorded, else as
     found now)."""
     if audit.kind == "evaluate":
         manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-        recorded = manifest.get("bundles") or {}
-        names = _short_names(list(recorded))
-        return {names[k]: v for k, v in sorted(recorded.items(), key=lambda kv: names[kv[0]])}
+        return dict(manifest.get("bundles") or {})
     from ambereval.engine.runs.audit import _datapackage_digest, resolve_bundle
 
-    names = _short_names(sorted({rep.bundle for rep in audit.reports}))
     out = {}
     for rep in audit.reports:
         found = resolve_bundle(rep.bundle, run_dir)
-        out[names[rep.bundle]] = _datapackage_digest(found) if found else None
-    return dict(sorted(out.items()))
+        out[rep.bundle] = _datapackage_digest(found) if found else None
+    return out
 
 
-def _inputs(run_dir: Path, audit: Audit) -> dict[str, Any]:
-    return _flatten({**audit.inputs, "judges": audit.judges,
-                     "bundles": _bundle_digests(run_dir, audit)})
+def _inputs_of_both(run_a: Path, a: Audit, run_b: Path, b: Audit
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each run's inputs, flattened; bundles keyed by names shared by both runs."""
+    digests_a, digests_b = _bundle_digests(run_a, a), _bundle_digests(run_b, b)
+    names = _short_names(list(digests_a), list(digests_b))
+
+    def inputs(audit: Audit, digests: dict[str, Any]) -> dict[str, Any]:
+        bundles = dict(sorted((names[k], v) for k, v in digests.items()))
+        return _flatten({**audit.inputs, "judges": audit.judges, "bundles": bundles})
+
+    return inputs(a, digests_a), inputs(b, digests_b)
 
 
 def _unshared_rule(field: str, a: Audit, b: Audit) -> bool:
@@ -139,7 +144,7 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
     if a.kind != b.kind:
         raise InputError(f"cannot compare an `amber {a.kind}` output ({run_a}) with an "
                          f"`amber {b.kind}` output ({run_b})")
-    ia, ib = _inputs(run_a, a), _inputs(run_b, b)
+    ia, ib = _inputs_of_both(run_a, a, run_b, b)
     inputs = [{"field": k, "a": ia.get(k), "b": ib.get(k)}
               for k in sorted(set(ia) | set(ib))
               if ia.get(k) != ib.get(k) and not _unshared_rule(k, a, b)]
@@ -203,6 +208,7 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
             "reports": reports, "judges_paired": pairing if any(
                 k != v for k, v in pairing.items()) else {},
             "scores": scores, "systems": systems, "verdicts": verdicts,
+            "systems_compared": sorted({r.system for r in a.reports + b.reports}),
             "warnings": [f"a: {w}" for w in a.warnings] + [f"b: {w}" for w in b.warnings]}
 
 
