@@ -36,7 +36,9 @@ _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 # "(" inside it (Wikipedia's ``Circumstance_(2011_film)``, DOIs like ``S0749-8063(21)``)
 _URL_CHAR = r"[^\s<>\"'()\]）】，。`]"
 _URL = re.compile(rf"https?://(?:{_URL_CHAR}|\({_URL_CHAR}*\)|\()+")
-_LINK_URL = r"https?://(?:[^\s()]|\([^\s()]*\)|\()+"  # a link's target, same rule
+# a link's target: balanced "(...)" kept; no lone "(", which would let an unclosed
+# target run on to the next space and back (quadratic on ``[1](https://`` repeated)
+_LINK_URL = r"https?://(?:[^\s()]|\([^\s()]*\))+"
 _REF_NUM = re.compile(r"^\s*(?:[-*+]\s+)?(?:\[\^?(\d{1,4})\]:?|(\d{1,4})[.)]|【(\d{1,4})】)\s*")
 _MD_LINK = re.compile(r"\[([^\[\]\n]{0,400})\]\((" + _LINK_URL + r")(?:\s+\"[^\"]*\")?\)")
 _NUMS = r"\d{1,4}(?:\s*[-–—‑]\s*\d{1,4})?(?:\s*[,，;]\s*\d{1,4}(?:\s*[-–—‑]\s*\d{1,4})?)*"

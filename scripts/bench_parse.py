@@ -105,6 +105,13 @@ def bench_parse(sizes: list[int]) -> None:
             row(f"sentence claims ({layout})", n, t_claims, prev_claims)
             prev_parse, prev_claims = t_parse, t_claims
         print()
+    prev = None  # hostile input: link targets that never close, no whitespace to stop at
+    for n in sizes:
+        text = "[1](https://" * n
+        t_parse, _ = timed(lambda text=text: parse_report(text))
+        row(f"parse (unclosed links, {len(text) / 1e6:.2f} MB)", n, t_parse, prev)
+        prev = t_parse
+    print()
     text = synthetic(10_000, "sections")
     seconds, report = timed(lambda: parse_report(text), repeat=2)
     print(f"1 MB check: {len(text.encode()):,} bytes, {len(report.citations):,} citations "
