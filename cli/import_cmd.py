@@ -60,11 +60,8 @@ def dr3_cmd(
     """
     from ambereval.engine.importers import import_dr3
     from ambereval.engine.tasks import dump_tasks
-    from ambereval.errors import InputError
 
     with handled():
-        if system is not None and reports is None:
-            raise InputError("--system names the system of --reports; give --reports too")
         tasks = import_dr3(dataset, out, size, reports, system)
         dump_tasks(tasks, out / "tasks.json")
     summary = {"tasks": len(tasks), "bundles": str(out / "bundles"),

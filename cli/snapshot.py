@@ -94,7 +94,8 @@ def _render(summary: CaptureSummary, as_json: bool, reader: str) -> None:
     if summary.failed and not summary.captured and not summary.skipped:
         hint = ("is the Jina reader able to reach these pages? try --reader direct"
                 if reader == "jina" else "are these pages reachable from this machine? "
-                "the direct reader never fetches private or loopback addresses")
+                "the direct reader refuses private and loopback addresses unless "
+                "--allow-private-addresses is given")
         stderr.print(f"amber: warning: no page was captured ({summary.failed} failed), so the "
                      f"bundle holds no evidence; check the reasons above ({hint})",
                      markup=False)

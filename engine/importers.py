@@ -171,6 +171,9 @@ def import_dr3(dataset: str | Path, out: str | Path, size: str = "32k",
     report of ``system`` (default: the ``<model>`` folder's name), which names its column
     in a run's table."""
     dataset, out = Path(dataset), Path(out)
+    if system is not None and (reports is None or not system.strip()):
+        raise InputError("--system names the system of --reports: give both, and a "
+                         "non-empty name")
     if reports is not None and not Path(reports).is_dir():
         raise InputError(f"{reports}: no such reports directory",
                          hint="give the <context>/<model> folder holding NNN/final_report.md")

@@ -215,7 +215,10 @@ def card_entry(judge: Judge, label: str | None = None) -> dict[str, Any]:
         warning = (f"judge {name} has no judge card: its quality is unmeasured "
                    "(measure it: amber judge-bench --suite DIR with the same judge options)")
     elif pairs < MIN_CARD_PAIRS:
-        how = "without a small --limit" if card and card.get("limit") else \
+        limit = (card or {}).get("limit")
+        cut = bool(limit) and any(int(s.get("n", 0)) >= limit
+                                  for s in (card or {}).get("sets", {}).values())
+        how = "without a small --limit" if cut else \
             f"on labeled sets of {MIN_CARD_PAIRS} pairs or more in all"
         warning = (f"judge {name}'s card rests on {pairs} labeled pairs (fewer than "
                    f"{MIN_CARD_PAIRS}): its kappa {kappa:.3f} is not a measurement (run "

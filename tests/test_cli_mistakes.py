@@ -130,7 +130,7 @@ def test_what_a_run_could_not_score_is_named_with_its_reason() -> None:
         ("dr3.if", "task has no checklist", 1)]
     no_urls = {"score": None, "pairs": 0, "urls": [], "e1_invalid_urls": 0}
     docs[0]["judges"]["j"]["deepeval"] = {"citation_accuracy": no_urls}
-    assert ("deepeval.citation_accuracy", "the report cites no URL", 1) in unscored(docs)
+    assert ("deepeval.citation_accuracy", "no sentence cites a URL", 1) in unscored(docs)
 
 
 def test_a_snapshot_that_captured_nothing_says_so(web: FakeWeb, tmp_path: Path) -> None:

@@ -129,6 +129,9 @@ def test_card_entry_warns_when_unmeasured_or_poor(tmp_path: Path, home: Path,
     judge_card._WARNED.clear()
     write_card({**small, "limit": 2})  # cut short by --limit
     assert "without a small --limit" in card_entry(judge)["warning"]
+    judge_card._WARNED.clear()
+    write_card({**small, "limit": 1000})  # a --limit that cut nothing
+    assert "on labeled sets of 50 pairs or more" in card_entry(judge)["warning"]
     card = {**small, "sets": {name: {**s, "n": 50} for name, s in small["sets"].items()}}
     write_card(card)  # as measured on enough pairs
     caplog.clear()

@@ -144,7 +144,10 @@ def test_dr3_imports_of_several_systems_stay_separate_systems(tmp_path: Path) ->
     assert named.returncode == 0, named.stderr
     lonely = run_amber("import", "dr3", str(DR3), "--out", str(tmp_path / "x"),
                        "--system", "Ours")
-    assert lonely.returncode != 0 and "give --reports too" in lonely.stderr
+    assert lonely.returncode != 0 and "give both" in lonely.stderr
+    blank = run_amber("import", "dr3", str(DR3), "--out", str(tmp_path / "y"),
+                      "--reports", str(tmp_path / "reports" / "model-0"), "--system", " ")
+    assert blank.returncode != 0 and "a non-empty name" in blank.stderr
     with FakeJudgeServer() as server:
         ours = tmp_path / "named" / "bundles" / "001"
         done = run_amber("evaluate", *map(str, bundles), str(ours),

@@ -304,8 +304,9 @@ def unscored(results: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
             empty = ("score" in node and node["score"] is None) or \
                 ("scores" in node and node["scores"] is None)
             reason = node.get("reason")
-            if empty and not reason and node.get("pairs") == 0 and "urls" in node:
-                reason = "the report cites no URL"  # DeepEval citation accuracy
+            if empty and not reason and path.endswith("citation_accuracy") and \
+                    node.get("pairs") == 0:
+                reason = "no sentence cites a URL"  # DeepEval: no (statement, URL) pair
             if empty and isinstance(reason, str) and reason:
                 seen.setdefault((path, reason), set()).add(report)
                 return
