@@ -10,6 +10,13 @@ import typer
 from rich.table import Table
 
 from ambereval.cli.output import handled, print_json, stdout
+from ambereval.engine.protocols.dailyreport_math import (
+    EVALUATE_ONLY,
+    RULE_CHOICES,
+    aggregate,
+    parse_rules,
+    parse_scores,
+)
 
 app = typer.Typer(no_args_is_help=True, help="Recompute a protocol's aggregates from scores.")
 
@@ -20,19 +27,14 @@ def dailyreport_cmd(
                                                 'fac?, rat?}]}')],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     rule: Annotated[list[str] | None, typer.Option(
-        "--rule", help="Switch a rule that acts on scores (o_rule, c1_empty, "
-        "v2_no_p2a), e.g. c1_empty=zero (repeatable).")] = None,
+        "--rule", help="Switch a rule that acts on scores "
+        f"({', '.join(sorted(set(RULE_CHOICES) - EVALUATE_ONLY))}), e.g. c1_empty=zero "
+        "(repeatable).")] = None,
 ) -> None:
     """Ins, Fac, Rat (cascade), SubTask Pass, UserPref (Algorithm 1) and every o_k.
 
     Example: amber aggregate dailyreport scores.json --json
     """
-    from ambereval.engine.protocols.dailyreport_math import (
-        EVALUATE_ONLY,
-        aggregate,
-        parse_rules,
-        parse_scores,
-    )
     from ambereval.errors import InputError
 
     with handled():

@@ -71,8 +71,9 @@ def audit_cmd(
         print_json(doc)
         return
     if detail:
+        several = len({r.system for r in audit.reports}) > 1
         for rep, item in pairs:
-            _print_item(audit, rep, item)
+            _print_item(audit, rep, item, several)
     else:
         _print_scores(audit)
         _print_reports(audit, report)
@@ -121,12 +122,12 @@ def _print_reports(audit: Any, report: str | None) -> None:
     stdout.print("details: --claim ID, --dimension NAME, --report R; the page: --html")
 
 
-def _print_item(audit: Any, rep: Any, item: Any) -> None:
+def _print_item(audit: Any, rep: Any, item: Any, several_systems: bool = False) -> None:
     from ambereval.engine.runs.audit import excerpt
 
     colour = COLOURS.get(item.outcome, "white")
     # with several systems, the same report name is no address: say whose it is
-    whose = f" of {escape(rep.system)}" if len({r.system for r in audit.reports}) > 1 else ""
+    whose = f" of {escape(rep.system)}" if several_systems else ""
     stdout.print(f"[bold]{escape(item.id)}[/bold]  [{colour}]{escape(item.label)}[/{colour}]"
                  f"  {escape(item.protocol)}.{escape(item.dimension)}  judge "
                  f"{escape(item.judge)}  report {escape(rep.name)}{whose}")

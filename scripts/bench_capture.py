@@ -70,6 +70,7 @@ print(json.dumps({"capture": capture, "verify": verify, "bytes": report.bytes,
 
 def compare_versions(urls: list[str], before: Path, work: Path, repeat: int) -> None:
     """Best-of-``repeat`` capture and verify times of this code and of ``before``."""
+    before = before.resolve()  # the children run elsewhere
     versions = {"now": {**os.environ}, "before": {**os.environ, "PYTHONPATH": str(before)}}
     best: dict[str, dict[str, float]] = {}
     for i in range(repeat):
@@ -79,8 +80,8 @@ def compare_versions(urls: list[str], before: Path, work: Path, repeat: int) -> 
                                   env=env, cwd=work, capture_output=True, text=True,
                                   check=True)  # cwd: not the checkout, which would shadow
             got = json.loads(done.stdout.strip().splitlines()[-1])
-            if name == "before":
-                assert str(before) in got["code"], f"--before did not load: {got['code']}"
+            if name == "before" and str(before) not in got["code"]:
+                raise SystemExit(f"--before did not load: the child ran {got['code']}")
             mine = best.setdefault(name, {"capture": float("inf"), "verify": float("inf")})
             for key in ("capture", "verify"):
                 mine[key] = min(mine[key], got[key])
@@ -99,6 +100,8 @@ def main() -> None:
     ap.add_argument("--before", type=Path, help="PYTHONPATH of an older copy of the code")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     pages = corpus(args.pages)
     work = Path(tempfile.mkdtemp(prefix="amber-bench-"))
     try:

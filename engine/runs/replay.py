@@ -36,7 +36,7 @@ from ambereval.engine.eval_context import (
 from ambereval.engine.evidence import Page
 from ambereval.engine.runs.evaluate import RunSetup, _table, evaluate_report, plan_reports
 from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter
-from ambereval.errors import BundleError, InputError, LedgerMiss, ReplayDifference
+from ambereval.errors import AmberError, BundleError, InputError, LedgerMiss, ReplayDifference
 from ambereval.models import Chunk, ChunkParams, Hit, RetrieverSpec
 from ambereval.models.chunk_source import ChunkSource
 from ambereval.models.judge import Completion, Judge
@@ -334,10 +334,13 @@ def recorded_decisions(report: Path) -> dict[str, dict[str, Any]]:
     return decisions
 
 
-def _in_run_order(manifest: dict[str, Any]) -> list[str]:
+def _in_run_order(manifest: dict[str, Any], run: Path) -> list[str]:
     """The manifest's bundles (keyed, so stored sorted) in the order the run was given
-    them, which is the order of its reports: a run of ``modelB/ modelA/`` replays as
-    such."""
+    them: a run of ``modelB/ modelA/`` replays as such. From ``invocation.json`` when it
+    names the same bundles, else (older runs) from the order of the run's reports."""
+    given = _read_invocation_bundles(run)
+    if given is not None and sorted(given) == sorted(manifest["bundles"]):
+        return given
     reports = {name: i for i, name in enumerate(manifest["reports"])}
 
     def first_report(bundle: str) -> int:
@@ -345,6 +348,17 @@ def _in_run_order(manifest: dict[str, Any]) -> list[str]:
         return min((reports.get(j.fname, len(reports)) for j in planned), default=len(reports))
 
     return sorted(manifest["bundles"], key=first_report)
+
+
+def _read_invocation_bundles(run: Path) -> list[str] | None:
+    """The bundles as the run was given them, or None (an older run has no
+    invocation.json)."""
+    from ambereval.engine.runs.invocation import read_invocation
+
+    try:
+        return [str(b) for b in read_invocation(run).bundles]
+    except (AmberError, OSError):
+        return None
 
 
 def replay_run(run_dir: str | Path) -> dict[str, Any]:
@@ -361,7 +375,7 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
     check_inputs(manifest)
     protocols = list(manifest["protocols"])
     had_embedder = manifest.get("embedder") is not None
-    jobs = plan_reports(_in_run_order(manifest), manifest["tasks_file"])
+    jobs = plan_reports(_in_run_order(manifest, run), manifest["tasks_file"])
     if [j.fname for j in jobs] != manifest["reports"]:
         raise ReplayDifference(f"{run}: the bundles now plan other reports than the run's")
     ledger = Ledger(run / "ledger.sqlite", "replay")
