@@ -141,6 +141,15 @@ def test_a_verify_output_whose_ledger_lives_elsewhere_is_not_a_prompt_difference
     assert f"prompts: not compared, b ({elsewhere}) has no ledger.sqlite" in text.stdout
 
 
+def with_bundles(runs: Runs, run: Path, bundles: dict[str, str]) -> Path:
+    """A copy of the fixture's run whose manifest records ``bundles`` (path -> digest)."""
+    shutil.copytree(runs.run, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["bundles"] = bundles
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    return run
+
+
 def test_two_bundles_of_one_name_are_compared_each(runs: Runs, tmp_path: Path) -> None:
     """Systems laid out as modelA/<task>, modelB/<task>: one of them changed."""
     from ambereval.engine.runs.diff import _short_names
@@ -150,16 +159,10 @@ def test_two_bundles_of_one_name_are_compared_each(runs: Runs, tmp_path: Path) -
         "c/t1": "c/t1"}
     assert _short_names(["/abs/t1", "abs/t1"]) == {"/abs/t1": "/abs/t1", "abs/t1": "abs/t1"}
     assert _short_names(["x/t1"], ["y/t1"]) == {"x/t1": "t1", "y/t1": "t1"}
-    runs_of = {}
-    for name, bundles in (("x", {"bundles/modelA/t1": "d-a", "bundles/modelB/t1": "d-b"}),
-                          ("y", {"drifted/modelA/t1": "d-a2", "copy/modelB/t1": "d-b"})):
-        run = tmp_path / name
-        shutil.copytree(runs.run, run)
-        manifest = json.loads((run / "manifest.json").read_text())
-        manifest["bundles"] = bundles
-        (run / "manifest.json").write_text(json.dumps(manifest))
-        runs_of[name] = run
-    diff = diff_runs(runs_of["x"], runs_of["y"])
+    diff = diff_runs(with_bundles(runs, tmp_path / "x", {"bundles/modelA/t1": "d-a",
+                                                         "bundles/modelB/t1": "d-b"}),
+                     with_bundles(runs, tmp_path / "y", {"drifted/modelA/t1": "d-a2",
+                                                         "copy/modelB/t1": "d-b"}))
     assert not diff["identical"]
     assert [(i["field"], i["a"], i["b"]) for i in diff["inputs"]] == [
         ("bundles.modelA/t1", "d-a", "d-a2")]
@@ -188,16 +191,9 @@ def test_what_moved_says_whose_report_it_was(tmp_path: Path) -> None:
 
 def test_a_bundle_in_both_runs_has_one_name_even_if_only_one_run_has_its_twin(
         runs: Runs, tmp_path: Path) -> None:
-    runs_of = {}
-    for name, bundles in (("x", {"b/modelA/t1": "d-a", "b/modelB/t1": "d-b"}),
-                          ("y", {"b/modelA/t1": "d-a"})):
-        run = tmp_path / name
-        shutil.copytree(runs.run, run)
-        manifest = json.loads((run / "manifest.json").read_text())
-        manifest["bundles"] = bundles
-        (run / "manifest.json").write_text(json.dumps(manifest))
-        runs_of[name] = run
-    diff = diff_runs(runs_of["x"], runs_of["y"])
+    diff = diff_runs(with_bundles(runs, tmp_path / "x", {"b/modelA/t1": "d-a",
+                                                         "b/modelB/t1": "d-b"}),
+                     with_bundles(runs, tmp_path / "y", {"b/modelA/t1": "d-a"}))
     assert [(i["field"], i["a"], i["b"]) for i in diff["inputs"]] == [
         ("bundles.modelB/t1", "d-b", None)]  # modelA/t1 is the same bundle in both
 
