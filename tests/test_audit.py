@@ -241,13 +241,17 @@ def test_without_the_runs_tasks_file_the_audit_shows_the_task_frozen_in_the_bund
 
 def test_the_audit_finds_a_relative_tasks_file_where_the_run_was_made(
         runs: Runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    run = tmp_path / "lab" / "run"
+    run = tmp_path / "runs" / "run"  # not beside the tasks file: only cwd finds it
     shutil.copytree(runs.run, run)
+    (tmp_path / "lab").mkdir()
     shutil.copy(runs.tasks, tmp_path / "lab" / "tasks.json")
     manifest = json.loads((run / "manifest.json").read_text())
     manifest["tasks_file"] = "tasks.json"
     (run / "manifest.json").write_text(json.dumps(manifest))
-    (run / "invocation.json").write_text(json.dumps({"cwd": str(tmp_path / "lab")}))
+    from ambereval.engine.runs.invocation import Invocation
+
+    Invocation([str(runs.bundle)], "tasks.json", ["dailyreport"], [],
+               cwd=str(tmp_path / "lab")).write(run)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "tasks.json").write_text('{"format": "amber-task/1", "tasks": []}')

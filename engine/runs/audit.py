@@ -145,15 +145,6 @@ def _read_json(path: Path) -> Any:
         raise InputError(f"{path}: unreadable ({err})") from None
 
 
-def _read_json_or_none(path: Path) -> dict[str, Any]:
-    """A JSON object file, or {} when it is missing or unreadable (optional inputs)."""
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
-
-
 class LedgerReader:
     """Read-only access to a ledger file (never creates or migrates it)."""
 
@@ -309,7 +300,7 @@ class _Loader:
         if not name:
             return {}
         given = Path(name)
-        made_in = _read_json_or_none(self.run_dir / "invocation.json").get("cwd")
+        made_in = _made_in(self.run_dir)
         bases = [Path(made_in)] if made_in else []
         candidates = [given] if given.is_absolute() else \
             [base / given for base in (*bases, self.run_dir.parent, self.run_dir, Path("."))]
@@ -414,6 +405,16 @@ class _Loader:
             ev.passages = self.prompt_passages(key, page)
         self.answer(key)
         return ev
+
+
+def _made_in(run_dir: Path) -> str | None:
+    """The directory the run was made in (``invocation.json``), or None (older runs)."""
+    from ambereval.engine.runs.invocation import read_invocation
+
+    try:
+        return read_invocation(run_dir).cwd
+    except (AmberError, OSError):
+        return None
 
 
 def _outcome_of_verdict(verdict: str) -> str:
