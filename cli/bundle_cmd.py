@@ -67,7 +67,7 @@ def pack_cmd(
     Example: amber bundle pack bundle/ --out bundle.wacz
     """
     from ambereval.snapshots import pack_bundle
-    from ambereval.snapshots.manifest import sha256_file
+    from ambereval.snapshots.bundle.manifest import sha256_file
 
     with handled():
         path = pack_bundle(bundle, out)
@@ -170,7 +170,7 @@ def finish_cmd(
     Example: amber bundle finish bundle/
     """
     from ambereval.snapshots import finish_bundle
-    from ambereval.snapshots.manifest import DIGEST
+    from ambereval.snapshots.bundle.manifest import DIGEST
 
     digest = bundle / DIGEST
     before = digest.read_bytes() if digest.is_file() else None

@@ -38,7 +38,7 @@ def drift_cmd(
     Example: SERPER_API_KEY=... amber bundle drift bundle/ --out bundle-2026-12/
     """
     from ambereval.snapshots import CaptureOptions, RetryPolicy
-    from ambereval.snapshots.drift import drift_bundle
+    from ambereval.snapshots.capture.drift import drift_bundle
 
     with handled():
         extra: dict[str, Any] = {"allow_private_addresses": True} if allow_private else {}

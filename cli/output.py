@@ -138,7 +138,7 @@ def run_summary(stats: dict[str, Any]) -> None:
 def warn_if_damaged(bundles: list[Any]) -> None:
     """One warning line per bundle that is unfinished or no longer matches its manifest:
     its evidence is judged as it is, but the reader is told (`amber bundle verify`)."""
-    from ambereval.snapshots.verify import integrity_warning
+    from ambereval.snapshots.bundle.verify import integrity_warning
 
     for bundle in bundles:
         problem = integrity_warning(bundle)

@@ -59,7 +59,7 @@ def serve_cmd(
 
     Example (client side): eval "$(amber serve --print-env --port 8080)"
     """
-    from ambereval.snapshots.serve_ca import (
+    from ambereval.engine.serve.ca import (
         base_url_env,
         ensure_ca,
         export_lines,
@@ -77,13 +77,13 @@ def serve_cmd(
             return
         if not bundles:
             fail("no bundle given", hint="amber serve BUNDLE... --port 8080", exit_code=2)
+        from ambereval.engine.serve.index import FrozenWeb
+        from ambereval.engine.serve.log import ServeLog
+        from ambereval.engine.serve.server import BaseUrlServer, check_port_free, wait_for_signal
         from ambereval.netguard import install_offline_guard
-        from ambereval.snapshots.serve_http import BaseUrlServer, check_port_free, wait_for_signal
-        from ambereval.snapshots.serve_index import FrozenWeb
-        from ambereval.snapshots.serve_log import ServeLog
 
         if proxy:
-            from ambereval.snapshots.serve_proxy import require_mitmproxy
+            from ambereval.engine.serve.proxy import require_mitmproxy
 
             require_mitmproxy()
         if port:
@@ -108,7 +108,7 @@ def serve_cmd(
 
         stop: dict[str, Any] = {"event": "stop"}
         if proxy:
-            from ambereval.snapshots.serve_proxy import run_proxy
+            from ambereval.engine.serve.proxy import run_proxy
 
             cert = ensure_ca(ca)
             refused = run_proxy(

@@ -23,8 +23,8 @@ from ambereval.errors import InputError
 from ambereval.models import Judge
 from ambereval.models.canonical import content_key
 from ambereval.snapshots import Bundle, CaptureOptions, CaptureSummary, ClaimInput, capture_claims
-from ambereval.snapshots.bundle import report_key
-from ambereval.snapshots.capture import stored_claim_sources
+from ambereval.snapshots.bundle.store import report_key
+from ambereval.snapshots.capture.pipeline import stored_claim_sources
 
 _EXTRACTED_ID = re.compile(r"c\d+")  # the ids claim extraction gives
 

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from serve_helpers import free_port, options  # noqa: E402
 
+from ambereval.engine.serve.index import FrozenWeb  # noqa: E402
 from ambereval.snapshots import RetryPolicy, capture_claims  # noqa: E402
-from ambereval.snapshots.claims_input import ClaimInput  # noqa: E402
-from ambereval.snapshots.serve_index import FrozenWeb  # noqa: E402
+from ambereval.snapshots.capture.claims_input import ClaimInput  # noqa: E402
 
 from fakeweb import FakeWeb, html_page  # noqa: E402
 

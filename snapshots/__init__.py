@@ -22,35 +22,38 @@ from ambereval.errors import (
 )
 
 if TYPE_CHECKING:
-    from ambereval.snapshots.bundle import Bundle, StoredCapture, finish_bundle
-    from ambereval.snapshots.capture import (
-        CaptureOptions,
-        CaptureSummary,
-        capture_claims,
-        capture_urls,
-    )
-    from ambereval.snapshots.claims_input import ClaimInput, load_claims, load_urls
-    from ambereval.snapshots.signing import (
+    from ambereval.snapshots.bundle.signing import (
         SignatureInfo,
         generate_key,
         load_public_key,
         sign_bundle,
     )
-    from ambereval.snapshots.stats import bundle_stats
-    from ambereval.snapshots.transport import RetryPolicy
-    from ambereval.snapshots.verify import VerifyReport, verify_bundle
-    from ambereval.snapshots.wacz import pack_bundle, unpack_bundle
+    from ambereval.snapshots.bundle.stats import bundle_stats
+    from ambereval.snapshots.bundle.store import Bundle, StoredCapture, finish_bundle
+    from ambereval.snapshots.bundle.verify import VerifyReport, verify_bundle
+    from ambereval.snapshots.bundle.wacz import pack_bundle, unpack_bundle
+    from ambereval.snapshots.capture.claims_input import ClaimInput, load_claims, load_urls
+    from ambereval.snapshots.capture.pipeline import (
+        CaptureOptions,
+        CaptureSummary,
+        capture_claims,
+        capture_urls,
+    )
+    from ambereval.snapshots.capture.transport import RetryPolicy
 
 # Exported lazily (PEP 562): `amber bundle stats` must not pay for the capture clients
 # (httpx, trafilatura) it never uses.
 _LAZY = {
-    "Bundle": "bundle", "StoredCapture": "bundle", "CaptureOptions": "capture",
-    "CaptureSummary": "capture", "capture_claims": "capture", "capture_urls": "capture",
-    "ClaimInput": "claims_input", "load_claims": "claims_input", "load_urls": "claims_input",
-    "bundle_stats": "stats", "RetryPolicy": "transport", "VerifyReport": "verify",
-    "verify_bundle": "verify", "pack_bundle": "wacz", "unpack_bundle": "wacz",
-    "finish_bundle": "bundle", "SignatureInfo": "signing", "generate_key": "signing",
-    "load_public_key": "signing", "sign_bundle": "signing",
+    "Bundle": "bundle.store", "StoredCapture": "bundle.store",
+    "CaptureOptions": "capture.pipeline", "CaptureSummary": "capture.pipeline",
+    "capture_claims": "capture.pipeline", "capture_urls": "capture.pipeline",
+    "ClaimInput": "capture.claims_input", "load_claims": "capture.claims_input",
+    "load_urls": "capture.claims_input", "bundle_stats": "bundle.stats",
+    "RetryPolicy": "capture.transport", "VerifyReport": "bundle.verify",
+    "verify_bundle": "bundle.verify", "pack_bundle": "bundle.wacz",
+    "unpack_bundle": "bundle.wacz", "finish_bundle": "bundle.store",
+    "SignatureInfo": "bundle.signing", "generate_key": "bundle.signing",
+    "load_public_key": "bundle.signing", "sign_bundle": "bundle.signing",
 }
 
 

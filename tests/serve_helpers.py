@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.snapshots import Bundle, CaptureOptions, RetryPolicy, capture_claims, capture_urls
-from ambereval.snapshots.claims_input import ClaimInput
+from ambereval.snapshots.capture.claims_input import ClaimInput
 
 from fakeweb import FakeWeb
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from ambereval.errors import AmberError
-from ambereval.snapshots import capture_urls, generate_key, manifest, sign_bundle, verify_bundle
+from ambereval.snapshots import capture_urls, generate_key, sign_bundle, verify_bundle
+from ambereval.snapshots.bundle import manifest
 
 from conftest import fast_options, run_amber
 from fakeweb import FakeWeb

@@ -287,8 +287,8 @@ def test_integrity_warning_names_what_a_judge_would_be_given(bundle: Path,
                                                              tmp_path: Path) -> None:
     import shutil
 
-    from ambereval.snapshots.bundle import UNFINISHED
-    from ambereval.snapshots.verify import integrity_warning
+    from ambereval.snapshots.bundle.store import UNFINISHED
+    from ambereval.snapshots.bundle.verify import integrity_warning
 
     assert integrity_warning(bundle) is None
     copy = tmp_path / "b"

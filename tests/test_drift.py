@@ -11,8 +11,8 @@ from pathlib import Path
 from auditruns import make_bundle
 
 from ambereval.snapshots import Bundle, capture_claims, verify_bundle
-from ambereval.snapshots.claims_input import ClaimInput
-from ambereval.snapshots.drift import drift_bundle, text_similarity
+from ambereval.snapshots.capture.claims_input import ClaimInput
+from ambereval.snapshots.capture.drift import drift_bundle, text_similarity
 
 from conftest import example_claims, fast_options, run_amber
 from fakeweb import FakeWeb, Page, html_page

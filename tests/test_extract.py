@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ambereval.snapshots.extract import extract_text
+from ambereval.snapshots.capture.extract import extract_text
 
 from conftest import shared
 

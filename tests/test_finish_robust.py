@@ -21,11 +21,11 @@ from ambereval.snapshots import (
     Bundle,
     capture_urls,
     finish_bundle,
-    manifest,
     pack_bundle,
     verify_bundle,
 )
-from ambereval.snapshots.bundle import UNFINISHED, unfinished_state
+from ambereval.snapshots.bundle import manifest
+from ambereval.snapshots.bundle.store import UNFINISHED, unfinished_state
 
 from conftest import fast_options, no_traceback, run_amber
 from fakeweb import FakeWeb

@@ -11,7 +11,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from ambereval.snapshots import Bundle, ClaimInput, capture_claims, capture_urls
-from ambereval.snapshots.warc import read_record
+from ambereval.snapshots.bundle.warc import read_record
 
 from conftest import example_claims, fast_options, shared
 from fakeweb import FakeWeb, shared_html_pages

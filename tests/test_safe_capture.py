@@ -23,10 +23,14 @@ from ambereval.snapshots import (
     capture_urls,
     verify_bundle,
 )
-from ambereval.snapshots import address_policy as ap
-from ambereval.snapshots.address_policy import AddressPolicy, address_problem, scheme_problem
-from ambereval.snapshots.direct import DirectReader
-from ambereval.snapshots.transport import Transport
+from ambereval.snapshots.capture import address_policy as ap
+from ambereval.snapshots.capture.address_policy import (
+    AddressPolicy,
+    address_problem,
+    scheme_problem,
+)
+from ambereval.snapshots.capture.direct import DirectReader
+from ambereval.snapshots.capture.transport import Transport
 
 from conftest import fast_options, run_amber
 from fakeweb import FakeWeb, Page

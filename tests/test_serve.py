@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from serve_helpers import claims_for, evidence, free_port, jina_bundle, options
 
+from ambereval.engine.serve.index import FrozenWeb
+from ambereval.engine.serve.log import ServeLog
+from ambereval.engine.serve.server import BaseUrlServer
 from ambereval.errors import BundleError, ConfigError
 from ambereval.snapshots import Bundle, capture_claims, capture_urls
-from ambereval.snapshots.serve_http import BaseUrlServer
-from ambereval.snapshots.serve_index import FrozenWeb
-from ambereval.snapshots.serve_log import ServeLog
 
 from fakeweb import FakeWeb, Page, default_pages
 

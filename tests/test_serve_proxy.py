@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from serve_helpers import direct_bundle, free_port, jina_bundle
 
+from ambereval.engine.serve.proxy import find_mitmdump
 from ambereval.snapshots import Bundle
-from ambereval.snapshots.serve_proxy import find_mitmdump
 
 from fakeweb import FakeWeb
 

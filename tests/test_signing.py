@@ -21,13 +21,13 @@ from ambereval.snapshots import (
     capture_urls,
     generate_key,
     load_public_key,
-    manifest,
     pack_bundle,
     sign_bundle,
     unpack_bundle,
     verify_bundle,
 )
-from ambereval.snapshots.signing import key_fingerprint, load_private_key, sign_data
+from ambereval.snapshots.bundle import manifest
+from ambereval.snapshots.bundle.signing import key_fingerprint, load_private_key, sign_data
 
 from conftest import fast_options, run_amber
 from fakeweb import FakeWeb

@@ -105,7 +105,7 @@ def test_the_probe_sees_a_lazy_import(bundle: Path) -> None:
 def test_warcio_is_imported_without_fsspec() -> None:
     if importlib.util.find_spec("fsspec") is None:
         pytest.skip("fsspec is not installed: nothing to keep out")
-    code = ("import sys, ambereval.snapshots.warc, warcio.utils; "
+    code = ("import sys, ambereval.snapshots.bundle.warc, warcio.utils; "
             "print('fsspec' in sys.modules, warcio.utils.HAS_FSSPEC); "
             "import fsspec; print(fsspec.open is not None)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -7,7 +7,7 @@ import socket
 
 import httpx
 
-from ambereval.snapshots.transport import RetryPolicy, _is_dns_failure, redact_headers
+from ambereval.snapshots.capture.transport import RetryPolicy, _is_dns_failure, redact_headers
 
 
 def test_backoff_is_bounded_jittered_and_honours_retry_after() -> None:
@@ -44,7 +44,7 @@ def test_temporary_dns_trouble_is_retryable() -> None:
 
 
 def test_archived_urls_lose_credentials() -> None:
-    from ambereval.snapshots.transport import archived_url, is_secret
+    from ambereval.snapshots.capture.transport import archived_url, is_secret
 
     assert archived_url("https://u:p@h.example/a?key=abc&q=1") == \
         "https://h.example/a?key=[redacted]&q=1"

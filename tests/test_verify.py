@@ -55,7 +55,7 @@ def test_flipped_byte_names_file_offset_and_record(clean_bundle: Path, tmp_path:
     # with the manifest rebuilt, the record itself is named
     (root / "datapackage.json").unlink()
     with Bundle.create(root) as b:
-        from ambereval.snapshots import manifest
+        from ambereval.snapshots.bundle import manifest
         manifest.write_datapackage(b.root, "t", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
     report = verify_bundle(root)
     assert report.mismatch.offset == rec["offset"]
@@ -63,7 +63,7 @@ def test_flipped_byte_names_file_offset_and_record(clean_bundle: Path, tmp_path:
 
 
 def _rebuild_manifest(root: Path) -> None:
-    from ambereval.snapshots import manifest
+    from ambereval.snapshots.bundle import manifest
     manifest.write_datapackage(root, "t", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
 
 
@@ -137,7 +137,7 @@ def test_corrupt_index_is_a_mismatch_not_a_traceback(clean_bundle: Path, tmp_pat
 def eiffel_claim_bundle(root: Path, claim_id: str = "c1") -> Path:
     """A bundle of one claim citing the Eiffel page, captured with the direct reader."""
     from ambereval.snapshots import capture_claims
-    from ambereval.snapshots.claims_input import ClaimInput
+    from ambereval.snapshots.capture.claims_input import ClaimInput
 
     with FakeWeb() as web:
         capture_claims(root, [ClaimInput(claim_id, "The Eiffel Tower was completed in 1889.",
@@ -241,7 +241,7 @@ def test_an_index_whose_record_headers_were_edited_is_refused_a_reseal(
         clean_bundle: Path, tmp_path: Path) -> None:
     from ambereval.errors import VerificationError
     from ambereval.snapshots import finish_bundle
-    from ambereval.snapshots.verify import records_mismatch
+    from ambereval.snapshots.bundle.verify import records_mismatch
 
     root = copy(clean_bundle, tmp_path)
     a, b = _two_pages(root)
@@ -294,8 +294,8 @@ def test_a_capture_matches_the_url_its_client_archived(url: str) -> None:
     as the HTTP client sent it (normalised, secrets removed): a good bundle must pass."""
     import httpx
 
-    from ambereval.snapshots.transport import archived_url
-    from ambereval.snapshots.verify import _same_url
+    from ambereval.snapshots.bundle.verify import _same_url
+    from ambereval.snapshots.capture.transport import archived_url
 
     sent = archived_url(str(httpx.URL(url)))
     assert _same_url(sent, url), (sent, url)

@@ -12,8 +12,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ambereval.snapshots.transport import Exchange
-from ambereval.snapshots.warc import WarcFile, read_record
+from ambereval.snapshots.bundle.warc import WarcFile, read_record
+from ambereval.snapshots.capture.transport import Exchange
 
 GOLDEN = Path(__file__).parent / "golden" / "exchange.warc.gz"
 MOMENT = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ambereval.errors import ServiceError
-from ambereval.snapshots.transport import Exchange, Transport
+from ambereval.snapshots.capture.transport import Exchange, Transport
 
 DEFAULT_SERPER_URL = "https://google.serper.dev"
 

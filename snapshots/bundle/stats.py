@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ambereval.snapshots.bundle import Bundle
-from ambereval.snapshots.index import SCHEMA_VERSION
+from ambereval.snapshots.bundle.index import SCHEMA_VERSION
+from ambereval.snapshots.bundle.store import Bundle
 
 
 def bundle_stats(root: str | Path) -> dict[str, Any]:

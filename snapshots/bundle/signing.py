@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 )
 
 from ambereval.errors import BundleError, InputError
-from ambereval.snapshots import manifest
+from ambereval.snapshots.bundle import manifest
 
 CURVES: dict[str, type[ec.EllipticCurve]] = {"secp256r1": ec.SECP256R1, "secp384r1": ec.SECP384R1}
 SIGNED_FIELDS = ("hash", "created", "software", "signature", "publicKey")
@@ -154,7 +154,7 @@ def sign_bundle(root: str | Path, key_path: str | Path) -> SignatureInfo:
 
     Refuses a bundle that does not verify: a signature vouches for what is there.
     """
-    from ambereval.snapshots.verify import verify_bundle
+    from ambereval.snapshots.bundle.verify import verify_bundle
 
     root = Path(root)
     key = load_private_key(key_path)

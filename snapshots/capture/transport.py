@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpcore
 import httpx
 
-from ambereval.snapshots.address_policy import (
+from ambereval.snapshots.capture.address_policy import (
     AddressPolicy,
     BlockedAddress,
     GuardedBackend,

@@ -10,8 +10,8 @@ import zlib
 from pathlib import Path, PurePosixPath
 
 from ambereval.errors import BundleError, InputError, UnsafeArchiveError
-from ambereval.snapshots import manifest
-from ambereval.snapshots.bundle import Bundle, describe_unfinished, unfinished_state
+from ambereval.snapshots.bundle import manifest
+from ambereval.snapshots.bundle.store import Bundle, describe_unfinished, unfinished_state
 
 STORED_SUFFIXES = (".warc.gz", ".warc", ".cdx.gz", ".sqlite")
 

@@ -19,9 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.errors import BundleError, VerificationError
-from ambereval.snapshots import manifest
-from ambereval.snapshots.index import Index
-from ambereval.snapshots.warc import Clock, IdFactory, WarcFile, new_record_id, read_record, utc_now
+from ambereval.snapshots.bundle import manifest
+from ambereval.snapshots.bundle.index import Index
+from ambereval.snapshots.bundle.warc import (
+    Clock,
+    IdFactory,
+    WarcFile,
+    new_record_id,
+    read_record,
+    utc_now,
+)
 
 INDEX_PATH = Path("evidence") / "amber.sqlite"
 MAX_WARC_BYTES = 1 << 30
@@ -423,7 +430,7 @@ def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
     out) is left as it is, signature included. One whose files no longer match was
     changed after it was sealed: it is refused, so a finish never makes edited evidence
     verify. ``force`` re-seals either (any signature is dropped)."""
-    from ambereval.snapshots.verify import manifest_mismatch, records_mismatch
+    from ambereval.snapshots.bundle.verify import manifest_mismatch, records_mismatch
 
     root = Path(root)
     Bundle.open(root).close()  # it must already be a bundle: never create one here

@@ -6,7 +6,7 @@ replayed too.
 mitmproxy 11.0 (the last release for Python 3.11) pins h11 <= 0.14, which Amber's own
 environment cannot hold, so the proxy is ``mitmdump`` from an environment of its own
 (``AMBER_MITMDUMP``, this environment, the project's ``.venv-serve/`` made by
-scripts/setup.sh, or ``mitmdump`` on PATH), running :mod:`serve_proxy_addon`. Every
+scripts/setup.sh, or ``mitmdump`` on PATH), running :mod:`proxy_addon`. Every
 request it intercepts is answered by this process, which holds the bundles, through a
 loopback-only side door; nothing is fetched from outside (see the addon for how).
 """
@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import IO
 
 from ambereval import netguard
+from ambereval.engine.serve.index import FrozenWeb
+from ambereval.engine.serve.log import ServeLog
+from ambereval.engine.serve.server import BaseUrlServer, ProxyBackend
 from ambereval.errors import ConfigError
-from ambereval.snapshots.serve_http import BaseUrlServer, ProxyBackend
-from ambereval.snapshots.serve_index import FrozenWeb
-from ambereval.snapshots.serve_log import ServeLog
 
-ADDON = Path(__file__).with_name("serve_proxy_addon.py")
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+ADDON = Path(__file__).with_name("proxy_addon.py")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 180.0
 
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from ambereval.snapshots.warcio_without_fsspec import (
+from ambereval.snapshots.bundle.warcio_without_fsspec import (
     ArchiveIterator,
     ArcWarcRecord,
     StatusAndHeaders,
@@ -25,7 +25,7 @@ from ambereval.snapshots.warcio_without_fsspec import (
 )
 
 if TYPE_CHECKING:  # annotations only: reading a bundle needs no HTTP client
-    from ambereval.snapshots.transport import Exchange
+    from ambereval.snapshots.capture.transport import Exchange
 
 IdFactory = Callable[[], str]
 Clock = Callable[[], datetime]

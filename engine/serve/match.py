@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from ambereval.snapshots.transport import REDACTED, is_secret
+from ambereval.snapshots.capture.transport import REDACTED, is_secret
 
 SERPER_DEFAULTS: dict[str, Any] = {"gl": "us", "hl": "en", "num": 10, "page": 1,
                                    "type": "search", "autocorrect": True}

@@ -21,7 +21,7 @@ from warcio.exceptions import ArchiveLoadFailed
 from warcio.limitreader import LimitReader
 
 from ambereval.errors import BundleError
-from ambereval.snapshots.transport import REDACTED
+from ambereval.snapshots.capture.transport import REDACTED
 
 CHUNK = 64 * 1024
 # never replayed: they describe one hop's connection, not the captured resource

@@ -20,9 +20,7 @@ from urllib.parse import urlsplit
 
 from warcio.exceptions import ArchiveLoadFailed
 
-from ambereval.errors import BundleError
-from ambereval.snapshots.bundle import Bundle
-from ambereval.snapshots.serve_answer import (
+from ambereval.engine.serve.answer import (
     Answer,
     Frozen,
     RecordLoc,
@@ -34,7 +32,7 @@ from ambereval.snapshots.serve_answer import (
     replay,
     serper_top,
 )
-from ambereval.snapshots.serve_match import (
+from ambereval.engine.serve.match import (
     NotASearch,
     normalize_url,
     options_key,
@@ -44,8 +42,10 @@ from ambereval.snapshots.serve_match import (
     wants_json,
     wants_stream,
 )
-from ambereval.snapshots.transport import archived_url
-from ambereval.snapshots.warc import read_record
+from ambereval.errors import BundleError
+from ambereval.snapshots.bundle.store import Bundle
+from ambereval.snapshots.bundle.warc import read_record
+from ambereval.snapshots.capture.transport import archived_url
 
 SERVICE_HOSTS = {"google.serper.dev": "serper", "r.jina.ai": "jina"}
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from urllib.parse import urljoin
 
-from ambereval.snapshots.address_policy import scheme_problem
-from ambereval.snapshots.extract import extract_text
-from ambereval.snapshots.page import PageFetch
-from ambereval.snapshots.transport import Transport
+from ambereval.snapshots.capture.address_policy import scheme_problem
+from ambereval.snapshots.capture.extract import extract_text
+from ambereval.snapshots.capture.page import PageFetch
+from ambereval.snapshots.capture.transport import Transport
 
 MAX_REDIRECTS = 10
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ambereval.snapshots.transport import Exchange
+from ambereval.snapshots.capture.transport import Exchange
 
 
 @dataclass

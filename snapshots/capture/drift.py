@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.errors import InputError
-from ambereval.snapshots.address_policy import REFUSAL
-from ambereval.snapshots.bundle import Bundle
-from ambereval.snapshots.capture import CaptureOptions, capture_claims, capture_urls
-from ambereval.snapshots.claims_input import ClaimInput
+from ambereval.snapshots.bundle.store import Bundle
+from ambereval.snapshots.capture.address_policy import REFUSAL
+from ambereval.snapshots.capture.claims_input import ClaimInput
+from ambereval.snapshots.capture.pipeline import CaptureOptions, capture_claims, capture_urls
 
 DRIFT_FORMAT = "amber-drift/1"
 ORDER = ("changed", "gone", "back", "new", "failing", "refused", "same-text", "unchanged",

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from ambereval.snapshots.serve_answer import Answer
-from ambereval.snapshots.transport import archived_url
+from ambereval.engine.serve.answer import Answer
+from ambereval.snapshots.capture.transport import archived_url
 
 
 class ServeLog:

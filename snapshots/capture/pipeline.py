@@ -18,26 +18,31 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ambereval.errors import ConfigError, InputError
-from ambereval.snapshots import manifest
-from ambereval.snapshots.address_policy import (
+from ambereval.snapshots.bundle import manifest
+from ambereval.snapshots.bundle.store import INDEX_PATH, Bundle, dumps
+from ambereval.snapshots.bundle.warc import RecordRef, warc_date
+from ambereval.snapshots.capture.address_policy import (
     AddressPolicy,
     allow_private_from_env,
     scheme_problem,
 )
-from ambereval.snapshots.bundle import INDEX_PATH, Bundle, dumps
-from ambereval.snapshots.claims_input import ClaimInput
-from ambereval.snapshots.direct import DirectReader
-from ambereval.snapshots.jina import DEFAULT_JINA_URL, JinaReader
-from ambereval.snapshots.page import PageFetch
-from ambereval.snapshots.serper import DEFAULT_SERPER_URL, SearchParams, SerperClient, parse_results
-from ambereval.snapshots.transport import (
+from ambereval.snapshots.capture.claims_input import ClaimInput
+from ambereval.snapshots.capture.direct import DirectReader
+from ambereval.snapshots.capture.jina import DEFAULT_JINA_URL, JinaReader
+from ambereval.snapshots.capture.page import PageFetch
+from ambereval.snapshots.capture.serper import (
+    DEFAULT_SERPER_URL,
+    SearchParams,
+    SerperClient,
+    parse_results,
+)
+from ambereval.snapshots.capture.transport import (
     REDACTED,
     Exchange,
     RetryPolicy,
     Transport,
     is_secret,
 )
-from ambereval.snapshots.warc import RecordRef, warc_date
 
 Progress = Callable[[str, int, int], None]
 

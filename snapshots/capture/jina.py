@@ -6,8 +6,8 @@ import json
 import re
 
 from ambereval.errors import ServiceError
-from ambereval.snapshots.page import PageFetch
-from ambereval.snapshots.transport import Exchange, Transport
+from ambereval.snapshots.capture.page import PageFetch
+from ambereval.snapshots.capture.transport import Exchange, Transport
 
 DEFAULT_JINA_URL = "https://r.jina.ai"
 _TARGET_ERROR = re.compile(r"returned error (\d{3})")

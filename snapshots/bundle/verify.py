@@ -33,9 +33,14 @@ from urllib.parse import unquote, urlsplit
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ambereval.snapshots import manifest
-from ambereval.snapshots.bundle import INDEX_PATH, Bundle, describe_unfinished, unfinished_state
-from ambereval.snapshots.signing import SignatureProblem, check_signed_data
+from ambereval.snapshots.bundle import manifest
+from ambereval.snapshots.bundle.signing import SignatureProblem, check_signed_data
+from ambereval.snapshots.bundle.store import (
+    INDEX_PATH,
+    Bundle,
+    describe_unfinished,
+    unfinished_state,
+)
 
 CHUNK = 1 << 16
 # A directory with none of these is not a bundle at all (rather than a damaged one).

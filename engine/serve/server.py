@@ -18,11 +18,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from ambereval.engine.serve.answer import Answer, miss
+from ambereval.engine.serve.index import FrozenWeb
+from ambereval.engine.serve.log import ServeLog
+from ambereval.engine.serve.match import NotASearch, search_body, search_query
 from ambereval.errors import BundleError, ConfigError
-from ambereval.snapshots.serve_answer import Answer, miss
-from ambereval.snapshots.serve_index import FrozenWeb
-from ambereval.snapshots.serve_log import ServeLog
-from ambereval.snapshots.serve_match import NotASearch, search_body, search_query
 
 MAX_REQUEST_BODY = 10 * 1024 * 1024
 
