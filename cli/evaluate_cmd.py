@@ -32,7 +32,7 @@ from ambereval.cli.output import (
 from ambereval.cli.run_inputs import from_where_it_was_made, given_options
 
 if TYPE_CHECKING:
-    from ambereval.engine.runs.evaluate import ReportJob
+    from ambereval.engine.runs.report_job import ReportJob
 
 # what a resumed run may set anew; every other input comes from its invocation.json
 RESUME_MAY_CHANGE = frozenset({"resume", "judge_concurrency", "threads", "executor", "workers",
@@ -107,11 +107,11 @@ def evaluate_cmd(
     from ambereval.engine.runs.evaluate import (
         PROTOCOLS,
         evaluate_bundles,
-        judges_width,
         plan_reports,
     )
     from ambereval.engine.runs.executors import make_executor
     from ambereval.engine.runs.invocation import Invocation, judge_specs, read_invocation
+    from ambereval.engine.runs.report_job import judges_width
     from ambereval.errors import InputError
     from ambereval.models import Embedder
     from ambereval.netguard import install_offline_guard

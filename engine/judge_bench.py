@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.engine.progress_count import ProgressCount
-from ambereval.engine.verification import (
+from ambereval.engine.verify_question import (
     VERIFY_PROMPT,
     decision_for,
     page_prefix,

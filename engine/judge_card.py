@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ambereval.engine.judge_bench import run_judge_bench
 from ambereval.errors import InputError
 from ambereval.models import Judge
 from ambereval.models.canonical import content_key
@@ -116,8 +117,6 @@ def run_suite(directory: str | Path, judge: Judge, split: str = "full",
     when the model answered, else wall time per pair (answers replayed from a ledger).
     Example: ``card = run_suite("out/judge-sets", open_judge(), split="test", limit=40)``
     """
-    from ambereval.engine.judge_bench import run_judge_bench
-
     run_set = run_set or run_judge_bench
     sets: dict[str, Any] = {}
     prompt = None

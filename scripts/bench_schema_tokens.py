@@ -19,12 +19,8 @@ from typing import Any
 from ambereval.engine.judging import CHECK_SCHEMA, CHECK_SYSTEM, DECISION_TOKENS, LIST_ITEM_CHARS
 from ambereval.engine.protocols.dailyreport import INS_SYSTEM
 from ambereval.engine.protocols.deepeval import CONSISTENCY_SYSTEM, SUPPORT_SCHEMA
-from ambereval.engine.verification import (
-    VERIFY_LOGPROB_SCHEMA,
-    VERIFY_PROMPT,
-    VERIFY_SCHEMA,
-    VerifyOptions,
-)
+from ambereval.engine.verification import VerifyOptions
+from ambereval.engine.verify_question import VERIFY_LOGPROB_SCHEMA, VERIFY_PROMPT, VERIFY_SCHEMA
 from ambereval.errors import ModelError
 from ambereval.models import open_judge
 

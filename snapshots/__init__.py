@@ -22,14 +22,14 @@ from ambereval.errors import (
 )
 
 if TYPE_CHECKING:
+    from ambereval.snapshots.bundle.seal import finish_bundle, sign_bundle
     from ambereval.snapshots.bundle.signing import (
         SignatureInfo,
         generate_key,
         load_public_key,
-        sign_bundle,
     )
     from ambereval.snapshots.bundle.stats import bundle_stats
-    from ambereval.snapshots.bundle.store import Bundle, StoredCapture, finish_bundle
+    from ambereval.snapshots.bundle.store import Bundle, StoredCapture
     from ambereval.snapshots.bundle.verify import VerifyReport, verify_bundle
     from ambereval.snapshots.bundle.wacz import pack_bundle, unpack_bundle
     from ambereval.snapshots.capture.claims_input import ClaimInput, load_claims, load_urls
@@ -51,9 +51,9 @@ _LAZY = {
     "load_urls": "capture.claims_input", "bundle_stats": "bundle.stats",
     "RetryPolicy": "capture.transport", "VerifyReport": "bundle.verify",
     "verify_bundle": "bundle.verify", "pack_bundle": "bundle.wacz",
-    "unpack_bundle": "bundle.wacz", "finish_bundle": "bundle.store",
+    "unpack_bundle": "bundle.wacz", "finish_bundle": "bundle.seal",
     "SignatureInfo": "bundle.signing", "generate_key": "bundle.signing",
-    "load_public_key": "bundle.signing", "sign_bundle": "bundle.signing",
+    "load_public_key": "bundle.signing", "sign_bundle": "bundle.seal",
 }
 
 

@@ -11,7 +11,7 @@ import pytest
 from scripted_judge import scripted_judge
 
 from ambereval.engine.calibration import calibration_for
-from ambereval.engine.verification import (
+from ambereval.engine.verify_question import (
     VERIFY_LOGPROB_SCHEMA,
     VERIFY_SCHEMA,
     decision_for,

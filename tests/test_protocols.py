@@ -304,11 +304,11 @@ def test_cc_matching_levels_and_false_friends() -> None:
 
 
 def test_judge_means_recompute_the_average() -> None:
-    from ambereval.engine.runs.evaluate import _mean_scores
+    from ambereval.engine.runs.report_job import mean_scores
 
     a = {"x": 100.0, "y": None, "average": 100.0}
     b = {"x": 0.0, "y": 50.0, "average": 25.0}
-    assert _mean_scores([a, b]) == {"x": 50.0, "y": 50.0, "average": 50.0}
+    assert mean_scores([a, b]) == {"x": 50.0, "y": 50.0, "average": 50.0}
 
 
 def test_checks_against_one_page_share_its_passages(tmp_path: Path,

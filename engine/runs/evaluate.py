@@ -17,22 +17,26 @@ import os
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ambereval import __version__
 from ambereval.engine.eval_context import (
     SharedEmbedder,
-    open_context,
     reports_in,
     stored_task_id,
 )
 from ambereval.engine.judge_card import card_entries
 from ambereval.engine.progress_count import ProgressCount
+from ambereval.engine.runs.executors import make_executor
+from ambereval.engine.runs.report_job import (
+    ReportJob,
+    RunSetup,
+    protocol_runner,
+    run_ledger,
+)
 from ambereval.engine.runs.run_dir import RunWriter, merge_leftover_shards
-from ambereval.engine.tasks import Task, changed_fields, load_tasks, task_for_report
+from ambereval.engine.tasks import changed_fields, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge, RetrieverSpec
 from ambereval.snapshots import Bundle
@@ -43,39 +47,6 @@ _log = logging.getLogger("ambereval.evaluate")
 Progress = Callable[[str, int, int], None]
 
 
-def _runner(protocol: str) -> Callable[..., dict[str, Any]]:
-    if protocol == "dailyreport":
-        from ambereval.engine.protocols.dailyreport import evaluate_dailyreport
-        return evaluate_dailyreport
-    if protocol == "dr3":
-        from ambereval.engine.protocols.dr3 import evaluate_dr3
-        return evaluate_dr3
-    if protocol == "deepeval":
-        from ambereval.engine.protocols.deepeval import evaluate_deepeval
-        return evaluate_deepeval
-    raise InputError(f"unknown protocol {protocol!r} (dailyreport, dr3, deepeval or all)")
-
-
-SUMMARY_KEYS = ("avg", "average")  # recomputed from the averaged dimensions
-NOT_DIMENSIONS = ("user_pref",)  # an ordinal: averaged too, but not part of the average
-
-
-def _mean_scores(per_judge: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean over judges per dimension; the overall average is then recomputed from those
-    means (not the mean of each judge's average)."""
-    keys = sorted({k for s in per_judge if s for k in s} - set(SUMMARY_KEYS))
-    out: dict[str, Any] = {}
-    for k in keys:
-        values = [s[k] for s in per_judge if s and isinstance(s.get(k), (int, float))
-                  and not isinstance(s.get(k), bool)]
-        out[k] = round(sum(values) / len(values), 4) if values else None
-    for summary in SUMMARY_KEYS:
-        if any(s and summary in s for s in per_judge):
-            dims = [v for k, v in out.items() if v is not None and k not in NOT_DIMENSIONS]
-            out[summary] = round(sum(dims) / len(dims), 4) if dims else None
-    return out
-
-
 def _digest(path: Path) -> str | None:
     manifest = path / "datapackage.json"
     return hashlib.sha256(manifest.read_bytes()).hexdigest() if manifest.is_file() else None
@@ -83,55 +54,6 @@ def _digest(path: Path) -> str | None:
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "report"
-
-
-@dataclass(frozen=True)
-class ReportJob:
-    """One report to evaluate: plain data, cheap to send to another process."""
-
-    index: int
-    bundle: str  # as the user named it (recorded in the per-report file)
-    path: str  # the bundle's absolute path (what a worker opens)
-    report_id: str
-    report_name: str
-    system: str
-    task: Task
-    fname: str  # the per-report file name in RUN_DIR/reports/
-    #: fields in which ``task`` differs from the task frozen with the report (a warning)
-    task_changed: tuple[str, ...] = ()
-
-
-@dataclass
-class RunSetup:
-    """What every report of a run is evaluated with."""
-
-    protocols: list[str]
-    judges: list[tuple[str, Judge]]
-    embedder: Embedder | SharedEmbedder | None
-    max_chars: int = 12_000
-    rules: dict[str, str] | None = None
-    #: builds each report's context (default :func:`open_context`); replay passes its own
-    context_factory: Callable[..., Any] | None = None
-
-    @property
-    def ledger(self) -> Any:
-        """The run's ledger (the judges share one), or None."""
-        return run_ledger(self.judges)
-
-    @property
-    def width(self) -> int:
-        """Requests the judges can take at once: 1 when any judge runs in-process."""
-        return judges_width(self.judges)
-
-
-def judges_width(judges: list[tuple[str, Judge]]) -> int:
-    """Requests ``judges`` can all take at once: 1 when any judge runs in-process."""
-    return min((j.limit.maximum for _, j in judges), default=1)
-
-
-def run_ledger(judges: list[tuple[str, Judge]]) -> Any:
-    """The ledger the run's judges write to (the first one found), or None."""
-    return next((j.ledger for _, j in judges if j.ledger is not None), None)
 
 
 def plan_reports(bundles: list[str | Path], tasks_path: str | Path) -> list[ReportJob]:
@@ -164,45 +86,6 @@ def plan_reports(bundles: list[str | Path], tasks_path: str | Path) -> list[Repo
     return jobs
 
 
-def evaluate_report(job: ReportJob, setup: RunSetup,
-                    tick: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Every protocol with every judge on one report -> the per-report document.
-
-    With a served judge (``setup.width > 1``) the (judge, protocol) pairs run together on
-    threads sharing the report's context; their results are assembled in a fixed order."""
-    runners = {p: _runner(p) for p in setup.protocols}
-    with Bundle.open(job.path) as bundle:
-        [row] = bundle.index.rows("SELECT * FROM reports WHERE id = ?", [job.report_id])
-        ctx = (setup.context_factory or open_context)(bundle, row, job.task, setup.embedder)
-        units = [(name, judge, p) for name, judge in setup.judges for p in setup.protocols]
-
-        def one(unit: tuple[str, Judge, str]) -> dict[str, Any]:
-            _, judge, protocol = unit
-            if protocol == "dailyreport":
-                result = runners[protocol](judge, ctx, setup.max_chars, setup.rules)
-            else:
-                result = runners[protocol](judge, ctx, setup.max_chars)
-            if tick is not None:
-                tick()
-            return result
-
-        if setup.width > 1 and len(units) > 1:
-            with ThreadPoolExecutor(len(units), thread_name_prefix="amber-unit") as pool:
-                results = list(pool.map(one, units))
-        else:
-            results = [one(u) for u in units]
-    per_judge: dict[str, dict[str, Any]] = {name: {} for name, _ in setup.judges}
-    for (name, _, protocol), result in zip(units, results, strict=True):
-        per_judge[name][protocol] = result
-    means = {p: _mean_scores([per_judge[n][p].get("scores") or {} for n, _ in setup.judges])
-             for p in setup.protocols}
-    # "retrieval" (what passage retrieval chose) is split off by the writer into its own
-    # file, RUN_DIR/retrieval/<report>.jsonl; it is not part of the per-report document.
-    return {"report": job.report_name, "report_id": job.report_id, "bundle": job.bundle,
-            "system": job.system, "task": job.task.id, "scores": means, "judges": per_judge,
-            "retrieval": ctx.retrievals()}
-
-
 def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocols: list[str],
                      judges: list[tuple[str, Judge]], out: str | Path,
                      embedder: Embedder | None = None,
@@ -224,12 +107,11 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     :func:`~ambereval.engine.runs.executors.make_executor`. Results do not depend on it.
     Example: ``evaluate_bundles(["b/"], "tasks.json", ["deepeval"], [("j", judge)], "run")``
     """
-    from ambereval.engine.runs.executors import make_executor
 
     progress = progress or (lambda phase, done, total: None)
     out = Path(out)
     for p in protocols:
-        _runner(p)
+        protocol_runner(p)
     jobs = plan_reports(bundles, tasks_path)
     setup = RunSetup(list(protocols), judges, embedder, max_chars, rules)
     executor = executor or make_executor("auto", setup.width)

@@ -17,25 +17,12 @@ writes the same run directory for every executor:
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ambereval.engine.runs.evaluate import ReportJob, RunSetup, evaluate_report
+from ambereval.engine.runs.report_job import Outcome, ReportJob, RunSetup, Tick, timed_report
 from ambereval.errors import ConfigError
-
-Tick = Callable[..., None]
-
-
-@dataclass
-class Outcome:
-    """One evaluated report: its document and how long it took (a timing)."""
-
-    doc: dict[str, Any]
-    seconds: float
-    stats: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class Executor(Protocol):
@@ -48,12 +35,6 @@ class Executor(Protocol):
     def judge_stats(self, setup: RunSetup) -> dict[str, dict[str, Any]]: ...
 
 
-def _timed(job: ReportJob, setup: RunSetup, tick: Tick) -> Outcome:
-    start = time.monotonic()
-    doc = evaluate_report(job, setup, tick)
-    return Outcome(doc, time.monotonic() - start)
-
-
 class SequentialExecutor:
     """Every report in turn, on the calling thread."""
 
@@ -62,7 +43,7 @@ class SequentialExecutor:
 
     def run(self, jobs: list[ReportJob], setup: RunSetup, tick: Tick) -> Iterator[Outcome]:
         for job in jobs:
-            yield _timed(job, setup, tick)
+            yield timed_report(job, setup, tick)
 
     def describe(self) -> dict[str, Any]:
         return {"name": "sequential"}
@@ -82,7 +63,7 @@ class ThreadExecutor(SequentialExecutor):
         pool = ThreadPoolExecutor(self.width, thread_name_prefix="amber-report")
         futures: list[Future[Outcome]] = []
         try:
-            futures = [pool.submit(_timed, job, setup, tick) for job in jobs]
+            futures = [pool.submit(timed_report, job, setup, tick) for job in jobs]
             for future in futures:
                 yield future.result()
         finally:

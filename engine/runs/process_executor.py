@@ -24,8 +24,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from ambereval.engine.runs.evaluate import ReportJob, RunSetup
-from ambereval.engine.runs.executors import Outcome, Tick
+from ambereval.engine.runs.report_job import Outcome, ReportJob, RunSetup, Tick
 from ambereval.engine.runs.run_dir import merge_leftover_shards
 from ambereval.engine.runs.worker import (
     add_stats,

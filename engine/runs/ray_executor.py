@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ambereval.engine.runs.evaluate import ReportJob, RunSetup
-from ambereval.engine.runs.executors import Outcome, Tick
+from ambereval.engine.runs.report_job import Outcome, ReportJob, RunSetup, Tick
 from ambereval.engine.runs.worker import (
     add_stats,
     evaluate_on_worker,

@@ -34,7 +34,8 @@ from ambereval.engine.eval_context import (
     search_key,
 )
 from ambereval.engine.evidence import Page
-from ambereval.engine.runs.evaluate import RunSetup, _table, evaluate_report, plan_reports
+from ambereval.engine.runs.evaluate import _table, plan_reports
+from ambereval.engine.runs.report_job import RunSetup, evaluate_report
 from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter
 from ambereval.errors import AmberError, BundleError, InputError, LedgerMiss, ReplayDifference
 from ambereval.models import Chunk, ChunkParams, Hit, RetrieverSpec

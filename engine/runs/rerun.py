@@ -79,8 +79,9 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
     Example: ``rerun_run("runs/smol", 3)["verdicts"]`` (empty for a deterministic judge)
     """
     from ambereval.engine.protocols.dailyreport_math import parse_rules
-    from ambereval.engine.runs.evaluate import evaluate_bundles, judges_width
+    from ambereval.engine.runs.evaluate import evaluate_bundles
     from ambereval.engine.runs.executors import make_executor
+    from ambereval.engine.runs.report_job import judges_width
     from ambereval.models import Embedder
 
     run = Path(run_dir)

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ambereval.engine.eval_context import SharedEmbedder
-from ambereval.engine.runs.evaluate import ReportJob, RunSetup, evaluate_report
-from ambereval.engine.runs.executors import Outcome
+from ambereval.engine.runs.report_job import Outcome, ReportJob, RunSetup, evaluate_report
 from ambereval.engine.runs.run_dir import SHARDS, remove_shard
 from ambereval.errors import ConfigError
 from ambereval.models import Embedder, Judge, open_judge

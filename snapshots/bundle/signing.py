@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     encode_dss_signature,
 )
 
-from ambereval.errors import BundleError, InputError
+from ambereval.errors import InputError
 from ambereval.snapshots.bundle import manifest
 
 CURVES: dict[str, type[ec.EllipticCurve]] = {"secp256r1": ec.SECP256R1, "secp384r1": ec.SECP384R1}
@@ -147,27 +147,6 @@ def sign_data(hash_value: str, created: str, key: ec.EllipticCurvePrivateKey) ->
         "signature": base64.b64encode(_raw_signature(der, key.curve)).decode("ascii"),
         "publicKey": base64.b64encode(_spki(key.public_key())).decode("ascii"),
     }
-
-
-def sign_bundle(root: str | Path, key_path: str | Path) -> SignatureInfo:
-    """Sign a finished, verified bundle in place (its digest file gains ``signedData``).
-
-    Refuses a bundle that does not verify: a signature vouches for what is there.
-    """
-    from ambereval.snapshots.bundle.verify import verify_bundle
-
-    root = Path(root)
-    key = load_private_key(key_path)
-    report = verify_bundle(root)
-    if not report.ok:
-        raise BundleError(f"{root}: refusing to sign a bundle that does not verify "
-                          f"({report.mismatch})", hint="run `amber bundle verify` for details")
-    data = (root / manifest.MANIFEST).read_bytes()
-    created = json.loads(data)["created"]
-    signed = sign_data(manifest.manifest_hash(data), created, key)
-    manifest.write_group([(root / manifest.DIGEST, manifest.digest_document(data, signed))])
-    return SignatureInfo(key_fingerprint(key.public_key()), created, signed["software"],
-                         signed["hash"])
 
 
 # -- checking ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ambereval.errors import BundleError, VerificationError
+from ambereval.errors import BundleError
 from ambereval.snapshots.bundle import manifest
 from ambereval.snapshots.bundle.index import Index
 from ambereval.snapshots.bundle.warc import (
@@ -420,47 +420,6 @@ def report_key(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def finish_bundle(root: str | Path, force: bool = False) -> list[str]:
-    """Rebuild a bundle's derived files and manifest (the repair after a failed finish or
-    an interrupted capture); returns the notes of the torn-tail repair, if any.
-
-    A finished bundle whose files still match its manifest (after torn tails are taken
-    out) is left as it is, signature included. One whose files no longer match was
-    changed after it was sealed: it is refused, so a finish never makes edited evidence
-    verify. ``force`` re-seals either (any signature is dropped)."""
-    from ambereval.snapshots.bundle.verify import manifest_mismatch, records_mismatch
-
-    root = Path(root)
-    Bundle.open(root).close()  # it must already be a bundle: never create one here
-    sealed = unfinished_state(root) is None and (root / manifest.MANIFEST).is_file()
-    with Bundle.create(root) as bundle:
-        changed = manifest_mismatch(root) if sealed and not force else None
-        if changed is not None:
-            (root / UNFINISHED).unlink(missing_ok=True)  # as sealed as before: no marker
-            if changed.file == manifest.DIGEST and not (root / manifest.DIGEST).exists():
-                raise VerificationError(
-                    f"{root}: has no {manifest.DIGEST} (sealed by an older amber), so "
-                    "its files cannot be checked against the manifest",
-                    hint="`amber bundle finish --force` seals it anew, if you trust it")
-            raise VerificationError(
-                f"{root}: changed after it was finished ({changed}); finish repairs "
-                "interrupted captures, it does not re-seal edited files",
-                hint="restore the bundle, or re-seal it on purpose with "
-                     "`amber bundle finish --force` (drops any signature)")
-        if sealed and not force:  # nothing to rebuild: its manifest and signature stand
-            (root / UNFINISHED).unlink(missing_ok=True)
-            return list(bundle.repaired)
-        damaged = records_mismatch(bundle) if force else None
-        if damaged is not None:  # a manifest must never vouch for damaged records
-            if sealed:
-                (root / UNFINISHED).unlink(missing_ok=True)
-            raise VerificationError(
-                f"{root}: not re-sealed: {damaged}",
-                hint="restore the damaged WARC (or an edited index) from a copy")
-        bundle.finalize()
-        return list(bundle.repaired)
 
 
 def _one_line(exc: BaseException) -> str:
