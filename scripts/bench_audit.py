@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ambereval.engine.runs.audit import Audit, AuditItem, AuditReport, Evidence, Passage
+from ambereval.engine.runs.audit_data import Audit, AuditItem, AuditReport, Evidence, Passage
 from ambereval.engine.runs.audit_html import write_audit_html
 
 WORDS = ["river", "tower", "museum", "opened", "completed", "metres", "north", "sea", "city",

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from auditruns import INJECTION, Runs, make_runs
 
-from ambereval.engine.runs.audit import LedgerReader, load_audit, passages_in_prompt, select_items
+from ambereval.engine.runs.audit import load_audit, select_items
+from ambereval.engine.runs.audit_data import LedgerReader, passages_in_prompt
 from ambereval.engine.runs.audit_html import embed_json, render_audit_html
 from ambereval.errors import InputError
 from ambereval.models import Embedder
@@ -263,7 +264,8 @@ def test_the_audit_finds_a_relative_tasks_file_where_the_run_was_made(
 
 
 def test_an_irrelevant_page_e2_is_shown_with_the_opening_the_judge_read(runs: Runs) -> None:
-    from ambereval.engine.runs.audit import _deepeval_items, _Loader
+    from ambereval.engine.runs.audit_data import RunLoader
+    from ambereval.engine.runs.audit_items import deepeval_items
 
     [fname] = json.loads((runs.run / "manifest.json").read_text())["reports"]
     doc = json.loads((runs.run / "reports" / fname).read_text())
@@ -274,10 +276,10 @@ def test_an_irrelevant_page_e2_is_shown_with_the_opening_the_judge_read(runs: Ru
     entry.pop("pairs", None)
     dead = {"url": "http://gone.example/", "claims": 1, "capture_id": None, "error": "E1",
             "reason": "not_captured"}
-    loader = _Loader(runs.run, None)
+    loader = RunLoader(runs.run, None)
     try:
         bundle = loader.bundle(doc["bundle"])
-        e2, e1 = _deepeval_items(loader, bundle, {"citation_accuracy": {"urls": [entry, dead]}},
+        e2, e1 = deepeval_items(loader, bundle, {"citation_accuracy": {"urls": [entry, dead]}},
                                  "j", None)
         [ev] = e2.evidence
         assert (e2.label, ev.capture_id, ev.answer) == ("E2", entry["capture_id"], "irrelevant")

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ambereval.engine.runs.audit import Audit
+from ambereval.engine.runs.audit_data import Audit
 from ambereval.engine.runs.run_dir import write_atomic
 
 PLACEHOLDER = "__AMBER_DATA__"

@@ -33,7 +33,13 @@ import json
 from pathlib import Path, PurePath
 from typing import Any
 
-from ambereval.engine.runs.audit import Audit, LedgerReader, load_audit
+from ambereval.engine.runs.audit import load_audit
+from ambereval.engine.runs.audit_data import (
+    Audit,
+    LedgerReader,
+    datapackage_digest,
+    resolve_bundle,
+)
 from ambereval.errors import InputError
 
 DIFF_FORMAT = "amber-diff/1"
@@ -88,12 +94,10 @@ def _bundle_digests(run_dir: Path, audit: Audit) -> dict[str, Any]:
     if audit.kind == "evaluate":
         manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
         return dict(manifest.get("bundles") or {})
-    from ambereval.engine.runs.audit import _datapackage_digest, resolve_bundle
-
     out = {}
     for rep in audit.reports:
         found = resolve_bundle(rep.bundle, run_dir)
-        out[rep.bundle] = _datapackage_digest(found) if found else None
+        out[rep.bundle] = datapackage_digest(found) if found else None
     return out
 
 
