@@ -1,6 +1,7 @@
 """The ``amber`` command: a thin typer layer over the library.
 
-Commands are registered lazily (``LazyCommand``): a command's module is imported only when
+Commands are listed in the order of the work (capture, check, score, inspect, serve, then
+the tools) and registered lazily (``LazyCommand``): a command's module is imported only when
 that command runs or prints its own help, so ``amber --help`` and the bundle commands start
 fast. To add a command, add one ``LazyCommand(name, "module:attribute", summary)`` line to
 ``COMMANDS``: the attribute is the command function (as ``app.command(name)(fn)``) or a
@@ -16,25 +17,20 @@ from typing import Annotated
 import typer
 
 from ambereval import __version__
-from ambereval.cli import plain_params
+from ambereval.cli import help_types, plain_params
 from ambereval.cli.lazy_commands import LazyCommand, LazyGroup
 
 plain_params.install()  # typer coerces plain values without importing pydantic
+help_types.install()  # help names what an option takes, not its Python type
 
 COMMANDS: tuple[LazyCommand, ...] = (
-    LazyCommand("doctor", "models_cmd:doctor_cmd",
-                "Check the install: llama.cpp build flags and CPU features, models, offline "
-                "readiness."),
-    LazyCommand("judge-bench", "judge_bench_cmd:judge_bench_cmd",
-                "Run a judge on labeled pairs: accuracy, balanced accuracy, Cohen's kappa, "
-                "confusion."),
+    LazyCommand("snapshot", "snapshot:app", "Capture web evidence into a bundle (online)."),
+    LazyCommand("bundle", "bundle_cmd:app", "Check, pack and inspect evidence bundles."),
     LazyCommand("verify", "verify_cmd:verify_cmd",
                 "Verify every claim in a bundle, offline: Correct, Incorrect or Unknown."),
     LazyCommand("evaluate", "evaluate_cmd:evaluate_cmd",
                 "Score reports with DailyReport, DR3-Eval and/or DeepEval, offline, "
                 "reproducibly."),
-    LazyCommand("serve", "serve_cmd:serve_cmd",
-                "Serve Serper searches, Jina Reader reads and captured pages from bundles."),
     LazyCommand("audit", "audit_cmd:audit_cmd",
                 "Show which captured bytes justified each verdict."),
     LazyCommand("diff", "diff_cmd:diff_cmd",
@@ -43,12 +39,18 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "Re-evaluate a run from its ledger and check its outputs are byte-identical."),
     LazyCommand("rerun", "rerun_cmd:rerun_cmd",
                 "Evaluate a run's inputs again N times and report how much the scores move."),
-    LazyCommand("snapshot", "snapshot:app", "Capture web evidence into a bundle (online)."),
-    LazyCommand("bundle", "bundle_cmd:app", "Check, pack and inspect evidence bundles."),
+    LazyCommand("serve", "serve_cmd:serve_cmd",
+                "Serve Serper searches, Jina Reader reads and captured pages from bundles."),
     LazyCommand("models", "models_cmd:app", "Local judge and embedding models."),
+    LazyCommand("judge-bench", "judge_bench_cmd:judge_bench_cmd",
+                "Run a judge on labeled pairs: accuracy, balanced accuracy, Cohen's kappa, "
+                "confusion."),
     LazyCommand("report", "report_cmd:app", "Parse and inspect research reports."),
-    LazyCommand("aggregate", "aggregate_cmd:app", "Recompute a protocol's aggregates from scores."),
     LazyCommand("import", "import_cmd:app", "Import benchmark tasks and corpora."),
+    LazyCommand("aggregate", "aggregate_cmd:app", "Recompute a protocol's aggregates from scores."),
+    LazyCommand("doctor", "models_cmd:doctor_cmd",
+                "Check the install: llama.cpp build flags and CPU features, models, offline "
+                "readiness."),
 )
 
 

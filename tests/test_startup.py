@@ -130,8 +130,12 @@ def test_the_probe_sees_a_model_import() -> None:
 def eager_app() -> typer.Typer:
     """The CLI registered the eager way (``app.command`` / ``app.add_typer``), importing
     every command module: what `amber` was before commands became lazy."""
+    class InWorkOrder(typer.core.TyperGroup):
+        def list_commands(self, ctx: Any) -> list[str]:  # as COMMANDS lists them
+            return [c.name for c in COMMANDS]
+
     app = typer.Typer(name="amber", no_args_is_help=True, add_completion=False,
-                      help=main.app.info.help)
+                      help=main.app.info.help, cls=InWorkOrder)
     for command in COMMANDS:
         command.register(app)
     app.callback()(main.main)
@@ -271,3 +275,31 @@ def test_plain_coercion_gives_what_typer_gives(tmp_path: Path) -> None:
                 if expected[0] == "ok" and value is not None:
                     served += plain(value, param, ctx) is not plain_params.UNHANDLED
     assert compared > 2000 and served > 500  # the plain path does carry the common values
+
+
+def test_help_lists_commands_in_the_order_of_the_work() -> None:
+    shown = CliRunner().invoke(main.app, ["--help"], terminal_width=200).output
+    import re
+
+    commands = shown.split("Commands", 1)[1]
+    names = re.findall(r"(?m)^│ ([a-z][a-z-]*) {2,}", commands)
+    assert names == ["snapshot", "bundle", "verify", "evaluate", "audit", "diff", "replay",
+                     "rerun", "serve", "models", "judge-bench", "report", "import",
+                     "aggregate", "doctor"]
+
+
+def test_help_names_what_an_option_takes_not_its_python_type() -> None:
+    """typer prints ``<bool>``, ``<int range>`` or ``<list[Path]>`` before each option's
+    help; Amber's help shows nothing for a flag and an upper-case word for a value."""
+    import re
+
+    runner = CliRunner()
+    seen: set[str] = set()
+    for path, _ in every_command():
+        shown = runner.invoke(main.app, [*path, "--help"], terminal_width=200).output
+        assert not re.search(r"<(bool|int|float|str|path|list|choice)\b", shown, re.I), \
+            f"amber {' '.join(path)} --help shows a type placeholder"
+        seen.update(re.findall(r"\b(INTEGER|PATH|TEXT|FLOAT)\b", shown))
+        flags = re.findall(r"│ (--json) +(\S+)", shown)
+        assert all(word == "Print" or not word.isupper() for _, word in flags), flags
+    assert {"INTEGER", "PATH", "TEXT", "FLOAT"} <= seen
