@@ -163,7 +163,12 @@ def test_moved_bundle_is_a_warning_then_found_with_bundles(runs: Runs, tmp_path:
     assert audit.reports[0].text is None and not audit.pages
     audit = load_audit(copy, [moved])
     assert not audit.warnings and audit.reports[0].text and audit.pages
+    # the bundle found elsewhere must be the one the run read: its manifest digest is checked
     assert manifest["bundles"]
+    package = moved / runs.bundle.name / "datapackage.json"
+    package.write_text(package.read_text() + "\n")
+    audit = load_audit(copy, [moved])
+    assert any("changed since the run" in w for w in audit.warnings)
 
 
 def test_html_is_one_escaped_self_contained_file(runs: Runs) -> None:

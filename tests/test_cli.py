@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,17 @@ def test_snapshot_urls_direct(web: FakeWeb, tmp_path: Path) -> None:
     urls = tmp_path / "urls.txt"
     urls.write_text(f"# a comment\n{web.url('/pages/tea.html')}\n\n{web.url('/pages/tea.html')}\n")
     done = run_amber("snapshot", "urls", str(urls), "--out", str(tmp_path / "b"),
-                     "--reader", "direct")
+                     "--reader", "direct", "--json")
     assert done.returncode == 0, done.stderr
-    assert "captured" in done.stdout and "1" in done.stdout
+    summary = json.loads(done.stdout)
+    # the URL listed twice is one page, fetched and captured once
+    assert (summary["pages"], summary["captured"], summary["failed"]) == (1, 1, 0)
+    stats = json.loads(run_amber("bundle", "stats", str(tmp_path / "b"), "--json").stdout)
+    assert (stats["pages"], stats["pages_ok"]) == (1, 1)
+    human = run_amber("snapshot", "urls", str(urls), "--out", str(tmp_path / "c"),
+                      "--reader", "direct")
+    assert human.returncode == 0, human.stderr
+    assert re.search(r"captured\D*1\b", human.stdout), human.stdout
 
 
 @pytest.mark.parametrize(

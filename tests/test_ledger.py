@@ -129,6 +129,23 @@ def test_prompt_errors_are_replayed_but_not_network_errors(tmp_path: Path) -> No
     with pytest.raises(ModelError, match="does not fit"):
         ask(Judge(backend, Ledger(path, "replay")), "abc")
     assert backend.calls == 1
+    # A real network failure (a served judge on a loopback port nobody listens on) is not
+    # an answer: nothing is recorded, a replay misses, and a later run asks again.
+    import socket
+
+    from ambereval.errors import JudgeUnavailable
+    from ambereval.models.openai_backend import OpenAIBackend
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    served = OpenAIBackend(f"http://127.0.0.1:{port}", "m", attempts=1, timeout=2)
+    rows_before = Ledger(path, "reuse").count()
+    with pytest.raises(JudgeUnavailable, match="unreachable"):
+        ask(Judge(served, Ledger(path, "reuse")), "abc")
+    assert Ledger(path, "reuse").count() == rows_before
+    with pytest.raises(LedgerMiss):
+        ask(Judge(served, Ledger(path, "replay")), "abc")
 
 
 class CuttingBackend(CountingBackend):

