@@ -43,6 +43,10 @@ def serve_cmd(
     misses: Annotated[Path | None, typer.Option(
         "--misses", help="Append every request the bundles cannot answer here (JSONL).")]
     = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Answer a reader request only from a capture with the same output "
+        "options (else the nearest capture answers, marked X-Amber-Match: nearest).")]
+    = False,
     print_env: Annotated[bool, typer.Option(
         "--print-env", help="Create the CA if needed, print the proxy's export lines, exit.")]
     = False,
@@ -88,7 +92,7 @@ def serve_cmd(
             require_mitmproxy()
         if port:
             check_port_free(host, port)
-        web = FrozenWeb(bundles)
+        web = FrozenWeb(bundles, strict=strict)
         install_offline_guard(allow=(host,))  # no connection leaves this process
         log = ServeLog(misses)
         info: dict[str, Any] = {"event": "start", "mode": "proxy" if proxy else "base-url",

@@ -33,7 +33,10 @@ Concurrency = Annotated[int, typer.Option("--concurrency", "-j", min=1, max=64,
                                           help="Concurrent fetches.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 JinaOpt = Annotated[list[str] | None, typer.Option(
-    "--jina-option", help="Extra Jina header, e.g. X-Return-Format=markdown (repeatable).")]
+    "--reader-header", "--jina-option",
+    help="A Jina Reader option sent with every read, 'X-Name: value', or a benchmark's "
+    "profile by name (deepresearch-bench); repeatable. Capture with the options the "
+    "benchmark's own code will send, and amber serve answers it exactly.")]
 Retries = Annotated[int, typer.Option(
     "--attempts", "--retries", min=1, max=20,
     help="Attempts per request, the first try included (--retries is the older name).")]
@@ -47,14 +50,15 @@ Rate = Annotated[float, typer.Option("--rate", min=0.0,
                                      help="Max requests/s per service (0 = unlimited).")]
 
 
-def _jina_options(pairs: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs or []:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip().lower().startswith("x-"):
-            fail(f"--jina-option {pair!r} must look like X-Name=value", exit_code=2)
-        out[name.strip()] = value.strip()
-    return out
+def _jina_options(specs: list[str] | None) -> dict[str, str]:
+    from ambereval.snapshots.capture.jina import reader_headers
+
+    try:
+        return reader_headers(specs or [])
+    except ValueError as err:
+        fail(f"--reader-header {err}", hint="e.g. --reader-header 'X-With-Generated-Alt: "
+             "true' or --reader-header deepresearch-bench", exit_code=2)
+        raise  # fail() exits
 
 
 def _options(reader: str, concurrency: int, jina: list[str] | None, retries: int,
@@ -147,6 +151,7 @@ def report_cmd(
         "--extractor", help="judge (atomic claims, PROTOCOLS §1) or sentences (one claim per "
         "citing or numeric sentence, no judge).")] = "judge",
     reader: Reader = "jina",
+    reader_header: JinaOpt = None,
     top_k: Annotated[int, typer.Option(
         "--top-k", min=0, help="Result pages read per query (0: no search, cited pages "
         "only; no SERPER_API_KEY needed).")] = 3,
@@ -177,8 +182,8 @@ def report_cmd(
 
     check_ledger_mode(ledger_mode)
     with handled():
-        options = _options(reader, concurrency, None, retries, timeout, backoff, rate,
-                           allow_private_addresses, top_k=top_k)
+        options = _options(reader, concurrency, reader_header, retries, timeout, backoff,
+                           rate, allow_private_addresses, top_k=top_k)
         judge = open_judge(judge_model, judge_url, judge_name, ledger, ledger_mode,
                            n_ctx=judge_ctx, threads=threads, seed=seed,
                            concurrency=judge_concurrency, judge=judge_ref)

@@ -143,11 +143,13 @@ class FakeWeb:
         serper_key: str = "fake-serper-key-0123456789",
         jina_key: str | None = None,
         slow_delay: float = 0.0,
+        jina_text_only: bool = False,
     ) -> None:
         self.pages = default_pages() if pages is None else pages
         self.serper_key = serper_key
         self.jina_key = jina_key
         self.slow_delay = slow_delay  # seconds between body chunks on /pages (kill tests)
+        self.jina_text_only = jina_text_only  # a reader that answers text whatever is asked
         self.faults: list[Fault] = []
         self.seen: list[Seen] = []
         self._lock = threading.Lock()
@@ -377,7 +379,8 @@ def _handler(web: FakeWeb, service: str) -> type[BaseHTTPRequestHandler]:
                     self._send(401, "application/json", b'{"code":401,"message":"Unauthorized"}')
                     return True
                 target = self.path[1:]
-                accept = "application/json" in (self.headers.get("Accept") or "")
+                accept = "application/json" in (self.headers.get("Accept") or "") \
+                    and not web.jina_text_only
                 status, ctype, out = web.read(target, accept)
                 self._send(status, ctype, out, chunk_delay=chunk_delay)
             else:

@@ -132,10 +132,12 @@ def test_jina_formats_options_and_failures(captured: dict) -> None:
         status, headers, _ = call(f"{server.url}/{folded}",
                                   headers={"Accept": "application/json"})
         assert status == 200 and headers["X-Amber-Match"] == "exact"
-        # a format the capture cannot faithfully give is refused, with the reason
+        # output options no capture has: the nearest capture, saying which options differ
         status, headers, body = call(f"{server.url}/{eiffel}",
                                      headers={"X-Return-Format": "html"})
-        assert status == 404 and "other reader options" in headers["X-Amber-Miss"]
+        assert status == 200 and headers["X-Amber-Match"] == "nearest"
+        assert headers["X-Amber-Options-Differ"] == "x-return-format"
+        assert body == text
         # the failed read is replayed as Jina answered it (target 404 in the envelope)
         status, headers, body = call(f"{server.url}/{missing}",
                                      headers={"Accept": "application/json"})
@@ -261,7 +263,7 @@ def test_cli_prints_exports_answers_and_stops_on_sigterm(captured: dict, tmp_pat
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    assert "stopped: 1 answered (1 exact, 0 rendered), 1 misses" in err
+    assert "stopped: 1 answered (1 exact, 0 rendered, 0 nearest), 1 misses" in err
     assert len(misses.read_text().splitlines()) == 1
 
 
@@ -360,6 +362,12 @@ def test_reader_options_recorded_at_capture_are_part_of_the_match(tmp_path: Path
                  "X-With-Links-Summary": "true", "X-Timeout": "30"}
         status, headers, _ = call(f"{server.url}/{url}", headers=asked)
         assert status == 200 and headers["X-Amber-Match"] == "exact"
+        status, headers, body = call(f"{server.url}/{url}",
+                                     headers={"Accept": "application/json"})
+        assert status == 200 and headers["X-Amber-Match"] == "nearest"
+        assert headers["X-Amber-Options-Differ"] == "x-return-format, x-with-links-summary"
+        assert json.loads(body)["data"]["url"] == url
+    with BaseUrlServer(FrozenWeb([tmp_path / "a"], strict=True)) as server:
         status, headers, _ = call(f"{server.url}/{url}", headers={"Accept": "application/json"})
         assert status == 404 and "other reader options" in headers["X-Amber-Miss"]
         # JSON captured with X-Return-Format=text: its text form is not rendered

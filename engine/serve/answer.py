@@ -107,6 +107,8 @@ class Answer:
     body: bytes | None = None
     miss_reason: str | None = None
     record_id: str | None = None
+    #: for a ``nearest`` answer: the output options in which the capture differs
+    nearest: list[str] | None = None
     _stream: Any = None
     _opened: list[_Opened] = field(default_factory=list)
     length: int = 0
@@ -251,3 +253,25 @@ def jina_text(data: dict[str, Any]) -> bytes:
         lines += [f"Warning: {data['warning']}", ""]
     lines += ["Markdown Content:", str(data.get("content") or "")]
     return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+_TEXT_FIELDS = {"Title": "title", "URL Source": "url", "Published Time": "publishedTime",
+                "Warning": "warning", "Description": "description"}
+
+
+def jina_fields(body: bytes) -> dict[str, Any]:
+    """The fields of Jina Reader's JSON envelope, read back from its plain-text answer
+    (``Title:``, ``URL Source:``, ``Published Time:`` ... ``Markdown Content:``). Fields
+    the text does not carry are present and empty, as a client indexing them expects."""
+    text = body.decode("utf-8", errors="replace")
+    fields: dict[str, Any] = {"title": "", "description": "", "url": "", "content": "",
+                              "publishedTime": "", "usage": {}}
+    head, marker, content = text.partition("Markdown Content:\n")
+    if not marker:
+        head, content = "", text
+    for line in head.splitlines():
+        name, sep, value = line.partition(": ")
+        if sep and name in _TEXT_FIELDS:
+            fields[_TEXT_FIELDS[name]] = value.strip()
+    fields["content"] = content.removesuffix("\n")
+    return fields

@@ -26,6 +26,7 @@ from ambereval.engine.serve.answer import (
     RecordLoc,
     decoded_payload,
     jina_envelope,
+    jina_fields,
     jina_text,
     miss,
     rendered,
@@ -34,6 +35,7 @@ from ambereval.engine.serve.answer import (
 )
 from ambereval.engine.serve.match import (
     NotASearch,
+    differing_options,
     normalize_url,
     options_key,
     reader_options,
@@ -209,13 +211,17 @@ class FrozenWeb:
         answer.match, answer.status, answer.read()
     """
 
-    def __init__(self, bundles: Sequence[str | Path]) -> None:
+    def __init__(self, bundles: Sequence[str | Path], strict: bool = False) -> None:
         if not bundles:
             raise BundleError("no bundle given", hint="amber serve BUNDLE... --port 8080")
         self.bundles = [str(b) for b in bundles]
         self._items: dict[tuple[str, str], Frozen] = {}
         self.conflicts: list[Conflict] = []
         self._reader_urls: set[str] = set()
+        #: per reader URL, its captures' output options (the nearest answers a request
+        #: whose options no capture has, unless ``strict``)
+        self._reader_variants: dict[str, list[tuple[dict[str, str], Frozen]]] = {}
+        self.strict = strict
         self.hosts: dict[str, str] = dict(SERVICE_HOSTS)
         self.counts = {"serper": 0, "jina": 0, "direct": 0}
         found: dict[tuple[str, str], list[Frozen]] = {}
@@ -242,7 +248,9 @@ class FrozenWeb:
             first = items[0]
             self._items[key] = first
             if first.service == "jina":
-                self._reader_urls.add(first.key.split(" ", 1)[0])
+                url, _, options = first.key.partition(" ")
+                self._reader_urls.add(url)
+                self._reader_variants.setdefault(url, []).append((json.loads(options), first))
             self.counts[first.service] += 1
             seen = [first]
             for other in items[1:]:
@@ -316,9 +324,11 @@ class FrozenWeb:
             if item is not None:
                 break
         if item is None:
-            known = any(self._reader_has(url) for url in candidates)
+            variants = [v for url in candidates for v in self._reader_variants.get(url, [])]
             shown = archived_url(candidates[0])
-            if known:
+            if variants and not self.strict:
+                return self._nearest(variants, accept, options, head_only)
+            if variants:
                 return miss("jina", f"{shown} was captured with other reader "
                             f"options than {options or 'the defaults'}")
             why = f"{shown} was never read through Jina Reader"
@@ -326,6 +336,24 @@ class FrozenWeb:
                 why += " (it was fetched directly: use amber serve --proxy)"
             return miss("jina", why)
         return self._reader_format(item, wants_json(accept), options, head_only)
+
+    def _nearest(self, variants: list[tuple[dict[str, str], Frozen]], accept: str | None,
+                 options: dict[str, str], head_only: bool) -> Answer:
+        """The capture whose output options differ least from the request's (then the
+        earliest bundle and capture), marked ``nearest`` with the options that differ."""
+        captured, item = min(variants, key=lambda v: (
+            len(differing_options(options, v[0])), v[1].bundle_order, v[1].captured_at,
+            v[1].capture_id or ""))
+        answer = self._reader_format(item, wants_json(accept), captured, head_only)
+        if answer.match == "miss":
+            return answer
+        differ = differing_options(options, captured)
+        answer.match = "nearest"
+        answer.headers = [(k, v) for k, v in answer.headers if k.lower() != "x-amber-match"]
+        answer.headers += [("X-Amber-Match", "nearest"),
+                           ("X-Amber-Options-Differ", ", ".join(differ))]
+        answer.nearest = differ
+        return answer
 
     def _reader_has(self, url: str) -> bool:
         return url in self._reader_urls
@@ -347,8 +375,11 @@ class FrozenWeb:
                             f"X-Return-Format={options['x-return-format']} is not rendered")
             return rendered(item, jina_text(data), "text/plain; charset=utf-8",
                             "text format from the captured JSON envelope")
-        return miss("jina", f"{item.label} was captured as text; the JSON envelope "
-                    "(description, usage, links) was never captured")
+        fields = jina_fields(body)
+        envelope = {"code": 200, "status": 20000, "data": fields}
+        out = json.dumps(envelope, ensure_ascii=False).encode("utf-8")
+        return rendered(item, out, "application/json; charset=utf-8",
+                        "JSON envelope from the captured text format")
 
     # -- pages -------------------------------------------------------------------------
     def page(self, method: str, url: str) -> Answer:

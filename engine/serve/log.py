@@ -1,6 +1,8 @@
 """What ``amber serve`` answered: counts per match kind and service, and every miss
 appended to a JSONL file (``time``, ``method``, ``url``, ``service``, ``reason``) so a
-researcher sees what the original code asked that the bundle lacks.
+researcher sees what the original code asked that the bundle lacks; a reader answer from
+the nearest capture (other output options) is written there too, with
+``match: nearest`` and ``options_differ``.
 
 URLs are logged with key-like query values redacted; headers are never logged.
 """
@@ -27,7 +29,7 @@ class ServeLog:
             misses_path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(misses_path, "a", encoding="utf-8")  # noqa: SIM115
         self._lock = threading.Lock()
-        self.counts: dict[str, int] = {"exact": 0, "rendered": 0, "miss": 0}
+        self.counts: dict[str, int] = {"exact": 0, "rendered": 0, "nearest": 0, "miss": 0}
         self.by_service: dict[str, dict[str, int]] = {}
 
     def note(self, method: str, url: str, answer: Answer) -> None:
@@ -35,11 +37,14 @@ class ServeLog:
             self.counts[answer.match] = self.counts.get(answer.match, 0) + 1
             per = self.by_service.setdefault(answer.service, {})
             per[answer.match] = per.get(answer.match, 0) + 1
-            if answer.match != "miss" or self._fh is None:
+            if answer.match not in ("miss", "nearest") or self._fh is None:
                 return
             line = {"time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                     "method": method, "url": archived_url(url), "service": answer.service,
                     "reason": answer.miss_reason}
+            if answer.match == "nearest":  # answered, but not with the options asked for
+                line.update(match="nearest", reason="reader options differ",
+                            options_differ=answer.nearest or [])
             self._fh.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
             self._fh.flush()
 
@@ -51,15 +56,16 @@ class ServeLog:
 
     def summary(self) -> dict[str, Any]:
         with self._lock:
-            return {"answered": self.counts["exact"] + self.counts["rendered"],
+            return {"answered": self.counts["exact"] + self.counts["rendered"]
+                    + self.counts["nearest"],
                     **self.counts, "by_service": {k: dict(v) for k, v in
                                                   sorted(self.by_service.items())},
                     "misses_file": str(self.misses_path) if self.misses_path else None}
 
     def line(self) -> str:
         s = self.summary()
-        text = (f"{s['answered']} answered ({s['exact']} exact, {s['rendered']} rendered), "
-                f"{s['miss']} misses")
+        text = (f"{s['answered']} answered ({s['exact']} exact, {s['rendered']} rendered, "
+                f"{s['nearest']} nearest), {s['miss']} misses")
         if s["miss"] and s["misses_file"]:
             text += f" (logged to {s['misses_file']})"
         if s.get("error"):

@@ -21,10 +21,17 @@ from ambereval.snapshots.capture.transport import REDACTED, is_secret
 
 SERPER_DEFAULTS: dict[str, Any] = {"gl": "us", "hl": "en", "num": 10, "page": 1,
                                    "type": "search", "autocorrect": True}
-# X-* headers that never change what Jina Reader returns (caching, timing, tracing)
-JINA_NEUTRAL = frozenset({"x-no-cache", "x-cache-tolerance", "x-timeout", "x-request-id",
-                          "x-real-ip", "x-forwarded-for", "x-forwarded-host",
-                          "x-forwarded-proto", "x-forwarded-port", "x-amzn-trace-id"})
+# The reader's header policy (README, "Rerun a benchmark's own code offline"): headers that
+# only say how or when to fetch never take part in matching; every other X-* header shapes
+# the output and is compared. Authorization, Accept and the client's own headers are not
+# X-* headers and never compared either (Accept picks text or the JSON envelope).
+JINA_TRANSPORT = frozenset({"x-timeout", "x-no-cache", "x-cache-tolerance", "x-respond-timing",
+                            "x-proxy-url", "x-request-id", "x-real-ip", "x-forwarded-for",
+                            "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port",
+                            "x-amzn-trace-id", "x-server-timeout", "x-should-retry"})
+#: client and proxy header families (SDK telemetry, gateways): transport too
+JINA_TRANSPORT_PREFIXES = ("x-forwarded-", "x-stainless-", "x-goog-", "x-amber-", "x-client-",
+                           "x-b3-", "x-datadog-", "x-cloud-trace")
 JINA_DEFAULTS = {"x-return-format": "markdown"}
 _INT_FIELDS = ("num", "page")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -125,7 +132,8 @@ def reader_options(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, value in headers:
         low = name.lower().strip()
-        if not low.startswith("x-") or low in JINA_NEUTRAL or low.startswith("x-amber-"):
+        if not low.startswith("x-") or low in JINA_TRANSPORT \
+                or low.startswith(JINA_TRANSPORT_PREFIXES):
             continue
         if is_secret(low) or value == REDACTED:
             continue
@@ -136,6 +144,11 @@ def reader_options(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
             continue
         out[low] = value
     return dict(sorted(out.items()))
+
+
+def differing_options(asked: Mapping[str, str], captured: Mapping[str, str]) -> list[str]:
+    """The output-shaping options in which a capture differs from a request, sorted."""
+    return sorted(k for k in set(asked) | set(captured) if asked.get(k) != captured.get(k))
 
 
 def options_key(options: Mapping[str, str]) -> str:

@@ -10,6 +10,39 @@ from ambereval.snapshots.capture.page import PageFetch
 from ambereval.snapshots.capture.transport import Exchange, Transport
 
 DEFAULT_JINA_URL = "https://r.jina.ai"
+#: the reader options of evaluation pipelines whose code is public, by name, so a capture
+#: can ask exactly what the pipeline will ask (``--reader-header NAME``); only the headers
+#: that shape the output are listed (X-Timeout and the key are transport)
+READER_PROFILES: dict[str, dict[str, str]] = {
+    # DeepResearch Bench, FACT citation scraper (utils/scrape.py): JSON envelope, images
+    # with generated alt text
+    "deepresearch-bench": {"X-With-Generated-Alt": "true"},
+    "default": {},
+}
+READER_PROFILE_ALIASES = {"drb": "deepresearch-bench", "drb-fact": "deepresearch-bench"}
+
+
+def reader_headers(specs: list[str]) -> dict[str, str]:
+    """Reader options from ``--reader-header`` values: ``X-Name: value`` (or
+    ``X-Name=value``), or a profile name from :data:`READER_PROFILES`; later ones win.
+    Raises ValueError with a one-line reason for anything else."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        text = spec.strip()
+        cut = min((i for i in (text.find(":"), text.find("=")) if i > 0), default=-1)
+        if cut < 0:
+            name = READER_PROFILE_ALIASES.get(text.lower(), text.lower())
+            if name not in READER_PROFILES:
+                known = ", ".join(sorted([*READER_PROFILES, *READER_PROFILE_ALIASES]))
+                raise ValueError(f"{spec!r} is neither an X-Name: value header nor a reader "
+                                 f"profile ({known})")
+            out.update(READER_PROFILES[name])
+            continue
+        name, value = text[:cut].strip(), text[cut + 1:].strip()
+        if not name.lower().startswith("x-") or not name[2:].replace("-", "").isalnum():
+            raise ValueError(f"{spec!r}: reader options are X-* headers (X-Name: value)")
+        out[name] = value
+    return out
 _TARGET_ERROR = re.compile(r"returned error (\d{3})")
 
 
