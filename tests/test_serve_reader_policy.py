@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from serve_helpers import options
 
 from ambereval.engine.serve.index import FrozenWeb
 from ambereval.engine.serve.log import ServeLog
@@ -18,7 +19,6 @@ from ambereval.snapshots.capture.jina import reader_headers
 
 from conftest import run_amber
 from fakeweb import FakeWeb
-from serve_helpers import options
 
 #: what DeepResearch Bench's FACT scraper sends with every read (its utils/api.py)
 DRB_HEADERS = {"Accept": "application/json", "Authorization": "jina_0123456789abcdef",
