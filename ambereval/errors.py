@@ -80,6 +80,23 @@ class PromptError(ModelError):
     schema it cannot enforce): deterministic, so the ledger records and replays it."""
 
 
+#: how a refused too-long prompt's message starts (also when a ledger replays it as text)
+TOO_LONG = "input too long"
+
+
+class PromptTooLong(PromptError):
+    """A prompt beyond the judge's context, refused rather than cut (served judge APIs)."""
+
+    def __init__(self, tokens: int, n_ctx: int) -> None:
+        super().__init__(f"{TOO_LONG}: the prompt has {tokens} tokens, the judge's context "
+                         f"holds {n_ctx}", hint="shorten the input or raise --judge-ctx")
+        self.tokens = tokens
+        self.n_ctx = n_ctx
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.tokens, self.n_ctx))
+
+
 class JudgeUnavailable(AmberError):
     """A judge server could not be reached, failed every attempt, refused us (auth, no such
     model) or stayed overloaded. Not an answer, so never scored as one: the run stops, and

@@ -107,15 +107,25 @@ def _validator(schema: dict[str, Any]) -> Any:
     return validator
 
 
-def check_schema(schema: dict[str, Any]) -> None:
+#: the ``schema`` of a free-text call (``Judge.ask(messages, TEXT)``): no grammar, the raw
+#: text is the answer (the judge APIs of ``amber serve`` for clients that ask no JSON)
+TEXT: None = None
+
+
+def check_schema(schema: dict[str, Any] | None) -> None:
     """Reject schemas that are not valid JSON Schema or not an object at the top."""
+    if schema is None:
+        return
     _validator(schema)
     if schema.get("type") != "object":
         raise ModelError("the judge schema must describe a JSON object (type: object)")
 
 
-def parse_against(raw: str, schema: dict[str, Any]) -> Any:
-    """Parse the model's text and validate it; a ModelError says what was wrong."""
+def parse_against(raw: str, schema: dict[str, Any] | None) -> Any:
+    """Parse the model's text and validate it; a ModelError says what was wrong. A
+    free-text call (``schema`` None) answers with the text itself."""
+    if schema is None:
+        return raw
     try:
         obj = json.loads(raw, strict=False)  # raw control characters inside strings are fine
     except ValueError as err:
@@ -207,8 +217,9 @@ class Judge:
         if pool is not None:
             pool.shutdown(wait=True)
 
-    def request(self, messages: list[Message], schema: dict[str, Any],
-                max_tokens: int) -> dict[str, Any]:
+    def request(self, messages: list[Message], schema: dict[str, Any] | None,
+                max_tokens: int, sampling: dict[str, Any] | None = None,
+                fit: str = "cut") -> dict[str, Any]:
         identity = self.backend.identity()
         model = identity["model"]
         # the key holds what changes the answer: the weights' sha256 (not the file name),
@@ -221,20 +232,33 @@ class Judge:
             "chat_template_sha256": identity.get("chat_template_sha256"),
             "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
             "schema": schema,
-            "sampling": {"temperature": 0.0, "seed": self.seed, "max_tokens": max_tokens},
+            "sampling": {"temperature": 0.0, "seed": self.seed, "max_tokens": max_tokens,
+                         **(sampling or {})},
             "n_ctx": identity.get("n_ctx", self.n_ctx),
+            # only when asked, so every other key stays as it was: a prompt beyond the
+            # context is refused (PromptTooLong) instead of cut, the answer capped to the room
+            **({"fit": fit} if fit != "cut" else {}),
         }
 
-    def key(self, messages: list[Message], schema: dict[str, Any], max_tokens: int = 256) -> str:
-        return content_key(self.request(messages, schema, max_tokens))
+    def key(self, messages: list[Message], schema: dict[str, Any] | None,
+            max_tokens: int = 256, sampling: dict[str, Any] | None = None,
+            fit: str = "cut") -> str:
+        return content_key(self.request(messages, schema, max_tokens, sampling, fit))
 
-    def ask(self, messages: list[Message], schema: dict[str, Any],
-            max_tokens: int = 256) -> JudgeResponse:
+    def ask(self, messages: list[Message], schema: dict[str, Any] | None,
+            max_tokens: int = 256, sampling: dict[str, Any] | None = None,
+            fit: str = "cut") -> JudgeResponse:
+        """The judge's answer to ``messages``, parsed against ``schema`` (``TEXT``: the
+        text itself). ``sampling`` replaces temperature 0 and the judge's seed (the served
+        judge APIs' pass-through); ``fit="refuse"`` refuses a prompt beyond the context
+        instead of cutting it. Both are in the key only when given."""
         check_schema(schema)
-        request = self.request(messages, schema, max_tokens)
+        request = self.request(messages, schema, max_tokens, sampling, fit)
         key = content_key(request)
+        extra = {k: v for k, v in (("sampling", sampling), ("fit", fit))
+                 if v and v != "cut"}
         if self.ledger is None or self.ledger.mode not in ("reuse", "replay"):
-            return self._ask_model(messages, schema, max_tokens, request, key)
+            return self._ask_model(messages, schema, max_tokens, request, key, extra)
         while True:
             hit = self._lookup(key, request)
             if hit is not None:
@@ -251,7 +275,7 @@ class Judge:
         try:
             # the same request may have finished between the lookup and taking the key
             return self._lookup(key, request) or \
-                self._ask_model(messages, schema, max_tokens, request, key)
+                self._ask_model(messages, schema, max_tokens, request, key, extra)
         finally:
             with self._lock:
                 self._pending.pop(key).set()
@@ -276,10 +300,11 @@ class Judge:
                              hint="rerun with --ledger-mode reuse to fill it")
         return None
 
-    def _ask_model(self, messages: list[Message], schema: dict[str, Any], max_tokens: int,
-                   request: dict[str, Any], key: str) -> JudgeResponse:
+    def _ask_model(self, messages: list[Message], schema: dict[str, Any] | None,
+                   max_tokens: int, request: dict[str, Any], key: str,
+                   extra: dict[str, Any] | None = None) -> JudgeResponse:
         try:
-            completion, seconds = self._complete(messages, schema, max_tokens)
+            completion, seconds = self._complete(messages, schema, max_tokens, extra or {})
         except PromptError as err:  # deterministic: record it so a replay says the same
             self._count(errors=1)
             if self.ledger is not None:
@@ -311,8 +336,8 @@ class Judge:
         return JudgeResponse(obj, completion.raw, completion.usage, key, "model",
                              completion.truncation, seconds)
 
-    def _complete(self, messages: list[Message], schema: dict[str, Any],
-                  max_tokens: int) -> tuple[Completion, float]:
+    def _complete(self, messages: list[Message], schema: dict[str, Any] | None,
+                  max_tokens: int, extra: dict[str, Any]) -> tuple[Completion, float]:
         """One backend call inside a concurrency slot; a throttled call gives its slot
         back, shrinks the pool, waits as the server asked, and tries again."""
         waited, tries = 0.0, 0
@@ -321,7 +346,7 @@ class Judge:
                 start = time.perf_counter()
                 try:
                     completion = self.backend.complete(messages, schema, max_tokens,
-                                                       self.seed)
+                                                       self.seed, **extra)
                 except Throttled as busy:
                     pause = busy.retry_after if busy.retry_after is not None \
                         else min(30.0, 0.5 * 2 ** tries)

@@ -14,6 +14,7 @@ fall through to the run's ledger; the driver merges shards in key order (:meth:`
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from datetime import UTC, datetime
@@ -38,6 +39,9 @@ CREATE TABLE IF NOT EXISTS calls (
   truncation TEXT,               -- JSON: what the context rule cut, or NULL
   seconds REAL, created TEXT NOT NULL,
   error TEXT);                   -- why the answer was unusable (replayed as the same error)
+CREATE TABLE IF NOT EXISTS notes (  -- what a client asked beside the key (amber serve)
+  key TEXT NOT NULL, kind TEXT NOT NULL, note TEXT NOT NULL,
+  PRIMARY KEY (key, kind, note));
 """
 
 
@@ -87,6 +91,28 @@ class Ledger:
              usage.get("prompt_tokens"), usage.get("completion_tokens"),
              canonical_json(truncation) if truncation else None, seconds,
              datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), error])
+
+    def note(self, key: str, kind: str, note: dict[str, Any]) -> None:
+        """Keep what a client asked that is not part of the key (its own sampling
+        parameters, the model name it asked for), once per distinct note."""
+        self._conn().execute("INSERT OR IGNORE INTO notes VALUES (?, ?, ?)",
+                             [key, kind, canonical_json(note)])
+
+    def notes(self, key: str) -> list[dict[str, Any]]:
+        return [{"kind": r["kind"], **json.loads(r["note"])}
+                for r in self._conn().execute(
+                    "SELECT kind, note FROM notes WHERE key = ? ORDER BY kind, note", [key])]
+
+    def identities(self) -> list[dict[str, Any]]:
+        """The distinct judges (backend, model, chat template, context) that answered the
+        ledger's calls: what a replay without the model file keys its requests by."""
+        found: dict[str, dict[str, Any]] = {}
+        for (text,) in self._conn().execute("SELECT request FROM calls"):
+            request = json.loads(text)
+            ident = {k: request.get(k) for k in
+                     ("backend", "model", "chat_template_sha256", "n_ctx")}
+            found[canonical_json(ident)] = ident
+        return [found[k] for k in sorted(found)]
 
     def rows(self) -> list[dict[str, Any]]:
         """Every call, in key order."""

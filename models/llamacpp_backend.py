@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ambereval.errors import ModelError, PromptError
+from ambereval.errors import ModelError, PromptError, PromptTooLong
 from ambereval.models.decision import decision_spec
 from ambereval.models.gguf import read_metadata
 from ambereval.models.judge import Completion, Message
@@ -117,6 +117,11 @@ class LlamaCppBackend:
         stops = out.stop if isinstance(out.stop, list) else [out.stop] if out.stop else []
         return out.prompt, stops
 
+    def prompt_tokens(self, messages: list[Message]) -> int:
+        """Tokens of ``messages`` as the model's chat template renders them."""
+        with self._lock:
+            return self.count(self.render(messages)[0])
+
     def count(self, prompt: str) -> int:
         return len(self.llm().tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
 
@@ -164,19 +169,33 @@ class LlamaCppBackend:
                  "rule": "drop-trailing-paragraphs-v1"}
         return with_content(text), trunc
 
-    def complete(self, messages: list[Message], schema: dict[str, Any], max_tokens: int,
-                 seed: int) -> Completion:
-        spec = decision_spec(schema)
+    def complete(self, messages: list[Message], schema: dict[str, Any] | None,
+                 max_tokens: int, seed: int, sampling: dict[str, Any] | None = None,
+                 fit: str = "cut") -> Completion:
+        spec = decision_spec(schema) if schema is not None else None
         if spec is not None:
             with self._lock:
                 return self._label_logprobs(messages, *spec)
         with self._lock:  # one llama context is not thread-safe
-            grammar = self.grammar(schema)
-            sent, trunc = self.fit(messages, max_tokens)
-            prompt, stops = self.render(sent)
+            grammar = self.grammar(schema) if schema is not None else None
+            if fit == "refuse":
+                sent, trunc = messages, None
+                prompt, stops = self.render(sent)
+                used = self.count(prompt)
+                if used >= self.n_ctx:
+                    raise PromptTooLong(used, self.n_ctx)
+                max_tokens = min(max_tokens, self.n_ctx - used)
+            else:
+                sent, trunc = self.fit(messages, max_tokens)
+                prompt, stops = self.render(sent)
+            chosen = {"temperature": 0.0, "top_k": 1, "top_p": 1.0, "seed": seed}
+            if sampling:  # the client's own sampling, passed through on purpose
+                chosen.update(top_k=0 if float(sampling.get("temperature", 0)) > 0 else 1)
+                chosen.update({k: sampling[k] for k in ("temperature", "top_p", "top_k",
+                                                       "seed") if k in sampling})
             out = self.llm().create_completion(
-                prompt, max_tokens=max_tokens, temperature=0.0, top_k=1, top_p=1.0,
-                min_p=0.0, repeat_penalty=1.0, seed=seed, grammar=grammar, stop=stops)
+                prompt, max_tokens=max_tokens, min_p=0.0, repeat_penalty=1.0,
+                grammar=grammar, stop=stops, **chosen)
         usage = out["usage"]
         return Completion(out["choices"][0]["text"],
                           {"prompt_tokens": usage["prompt_tokens"],

@@ -60,8 +60,17 @@ class OpenAIBackend:
         # n_ctx is the server's business: None keeps the judge's own setting out of the key
         return {"model": {"name": self.model, "base_url": self.base_url}, "n_ctx": None}
 
-    def _body(self, messages: list[Message], schema: dict[str, Any], max_tokens: int,
-              seed: int) -> dict[str, Any]:
+    def _body(self, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int,
+              seed: int, sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = self._format_body(messages, schema, max_tokens, seed)
+        body.update(sampling or {})  # the client's own sampling, passed through on purpose
+        return body
+
+    def _format_body(self, messages: list[Message], schema: dict[str, Any] | None,
+                     max_tokens: int, seed: int) -> dict[str, Any]:
+        if schema is None:  # free text: no response_format at all
+            return {"model": self.model, "messages": messages, "temperature": 0.0,
+                    "seed": seed, "max_tokens": max_tokens}
         if self._format == "json_schema":
             fmt: dict[str, Any] = {"type": "json_schema",
                                    "json_schema": {"name": "amber", "schema": schema,
@@ -71,8 +80,10 @@ class OpenAIBackend:
         return {"model": self.model, "messages": messages, "temperature": 0.0, "seed": seed,
                 "max_tokens": max_tokens, "response_format": fmt}
 
-    def complete(self, messages: list[Message], schema: dict[str, Any], max_tokens: int,
-                 seed: int) -> Completion:
+    def complete(self, messages: list[Message], schema: dict[str, Any] | None,
+                 max_tokens: int, seed: int, sampling: dict[str, Any] | None = None,
+                 fit: str = "cut") -> Completion:
+        """``fit`` is the server's business (it refuses a prompt beyond its context)."""
         problem = "no attempt made"
         for attempt in range(self.attempts):
             if attempt:
@@ -81,7 +92,8 @@ class OpenAIBackend:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
                 resp = self._client.post(f"{self.base_url}/chat/completions",
-                                         json=self._body(messages, schema, max_tokens, seed))
+                                         json=self._body(messages, schema, max_tokens, seed,
+                                                         sampling))
             except httpx.TimeoutException:
                 problem = "timed out"
                 continue
@@ -91,7 +103,7 @@ class OpenAIBackend:
             if (self._format == "json_schema" and resp.status_code in (400, 422, 500)
                     and ("json_object" in resp.text or "response_format" in resp.text)):
                 self._format = "json_object"  # the server's dialect; try again at once
-                return self.complete(messages, schema, max_tokens, seed)
+                return self.complete(messages, schema, max_tokens, seed, sampling)
             if resp.status_code in (429, 503):
                 raise Throttled(f"judge server {self.base_url} is busy (HTTP "
                                 f"{resp.status_code})",
@@ -109,7 +121,8 @@ class OpenAIBackend:
             try:
                 data = resp.json()
                 raw = data["choices"][0]["message"]["content"] or ""
-                json.loads(raw)
+                if schema is not None:
+                    json.loads(raw)
             except (ValueError, KeyError, IndexError, TypeError):
                 problem = "invalid JSON in the reply"
                 continue

@@ -275,7 +275,8 @@ def test_print_env_creates_the_ca_once(tmp_path: Path) -> None:
     names = [line.split("=", 1)[0] for line in first.stdout.splitlines()]
     assert names == [f"export {n}" for n in (
         "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "SSL_CERT_FILE",
-        "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")]
+        "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "OPENAI_API_KEY",
+        "GEMINI_API_KEY", "JINA_API_KEY", "SERPER_API_KEY")]
     assert "export HTTPS_PROXY=http://127.0.0.1:8080" in first.stdout
     assert f"export SSL_CERT_FILE={cert.resolve()}" in first.stdout
     assert os.stat(ca / "mitmproxy-ca.pem").st_mode & 0o077 == 0
@@ -284,9 +285,11 @@ def test_print_env_creates_the_ca_once(tmp_path: Path) -> None:
     assert again.stdout == first.stdout and cert.read_bytes() == before
     # what the shell does with it
     shell = subprocess.run(["bash", "-c", f'eval "$({sys.executable} -m ambereval.cli serve '
-                            f'--print-env --port 9090 --ca-dir {ca})"; echo "$https_proxy"'],
-                           capture_output=True, text=True, timeout=120)
-    assert shell.stdout == "http://127.0.0.1:9090\n"
+                            f'--print-env --port 9090 --ca-dir {ca})"; echo "$https_proxy"; '
+                            'echo "$OPENAI_API_KEY $GEMINI_API_KEY"'],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "OPENAI_API_KEY": "sk-mine"})
+    assert shell.stdout == "http://127.0.0.1:9090\nsk-mine amber-offline\n"
     zero = run_cli("serve", "--print-env", "--port", "0", "--ca-dir", str(ca))
     assert zero.returncode == 2 and zero.stderr.startswith("amber: error: --print-env needs")
 

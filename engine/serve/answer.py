@@ -109,12 +109,17 @@ class Answer:
     record_id: str | None = None
     #: for a ``nearest`` answer: the output options in which the capture differs
     nearest: list[str] | None = None
+    #: a body sent in these pieces, one write each (server-sent events, event by event)
+    parts: list[bytes] | None = None
     _stream: Any = None
     _opened: list[_Opened] = field(default_factory=list)
     length: int = 0
 
     def chunks(self) -> Iterator[bytes]:
         try:
+            if self.parts is not None:
+                yield from (p for p in self.parts if p)
+                return
             if self.body is not None:
                 if self.body:
                     yield self.body

@@ -102,12 +102,26 @@ def proxy_env(host: str, port: int, cert_file: Path) -> list[tuple[str, str]]:
             ("CURL_CA_BUNDLE", cert), ("NODE_EXTRA_CA_CERTS", cert)]
 
 
-def base_url_env(url: str) -> list[tuple[str, str]]:
+def base_url_env(url: str, judges: bool = False) -> list[tuple[str, str]]:
     """The variables that point Amber's own capture (or any configurable client) at the
-    base-URL server."""
-    return [("SERPER_BASE_URL", url), ("JINA_BASE_URL", url)]
+    base-URL server; with a judge, the OpenAI SDK's (``/v1`` included) and google-genai's
+    base URLs too."""
+    env = [("SERPER_BASE_URL", url), ("JINA_BASE_URL", url)]
+    if judges:
+        env += [("OPENAI_BASE_URL", f"{url}/v1"), ("GOOGLE_GEMINI_BASE_URL", url)]
+    return env
 
 
-def export_lines(env: list[tuple[str, str]]) -> str:
-    """``export NAME=value`` lines, quoted for ``eval "$(...)"``."""
-    return "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env)
+#: keys the SDKs and benchmark scripts refuse to start without; never sent anywhere real
+#: (the proxy answers every request) and ignored by Amber: a placeholder when unset
+CLIENT_KEYS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "JINA_API_KEY", "SERPER_API_KEY")
+
+
+def export_lines(env: list[tuple[str, str]], keys: bool = False) -> str:
+    """``export NAME=value`` lines, quoted for ``eval "$(...)"``; with ``keys``, the
+    clients' API keys kept when set and given a placeholder when not."""
+    lines = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env)
+    if keys:
+        lines += "".join(f'export {name}="${{{name}:-amber-offline}}"\n'
+                         for name in CLIENT_KEYS)
+    return lines

@@ -34,6 +34,7 @@ from ambereval.engine.serve.answer import (
     serper_top,
 )
 from ambereval.engine.serve.match import (
+    JUDGE_HOSTS,
     NotASearch,
     differing_options,
     normalize_url,
@@ -41,6 +42,7 @@ from ambereval.engine.serve.match import (
     reader_options,
     reader_targets,
     search_params,
+    service_for_path,
     wants_json,
     wants_stream,
 )
@@ -49,7 +51,7 @@ from ambereval.snapshots.bundle.store import Bundle
 from ambereval.snapshots.bundle.warc import read_record
 from ambereval.snapshots.capture.transport import archived_url
 
-SERVICE_HOSTS = {"google.serper.dev": "serper", "r.jina.ai": "jina"}
+SERVICE_HOSTS = {"google.serper.dev": "serper", "r.jina.ai": "jina", **JUDGE_HOSTS}
 
 
 @dataclass(frozen=True)
@@ -212,8 +214,6 @@ class FrozenWeb:
     """
 
     def __init__(self, bundles: Sequence[str | Path], strict: bool = False) -> None:
-        if not bundles:
-            raise BundleError("no bundle given", hint="amber serve BUNDLE... --port 8080")
         self.bundles = [str(b) for b in bundles]
         self._items: dict[tuple[str, str], Frozen] = {}
         self.conflicts: list[Conflict] = []
@@ -264,12 +264,12 @@ class FrozenWeb:
         return self._items.get((service, key))
 
     def service_for_host(self, netloc: str, path: str = "/") -> str | None:
-        """``serper``/``jina`` for a service host (the real ones and every base URL the
-        captures used; a host that served both is told apart by the ``/search`` path),
-        else None (a page, replayed as captured)."""
+        """``serper``/``jina``/``openai``/``gemini`` for a service host (the real ones and
+        every base URL the captures used; a host that served several is told apart by the
+        path), else None (a page, replayed as captured)."""
         found = self.hosts.get(netloc.lower())
         if found == "both":
-            return "serper" if urlsplit(path).path.rstrip("/") == "/search" else "jina"
+            return service_for_path(path)
         return found
 
     # -- Serper ------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import IO
 
 from ambereval import netguard
 from ambereval.engine.serve.index import FrozenWeb
+from ambereval.engine.serve.judges import JudgeService
 from ambereval.engine.serve.log import ServeLog
 from ambereval.engine.serve.server import BaseUrlServer, ProxyBackend
 from ambereval.errors import ConfigError
@@ -67,12 +68,13 @@ def _tail(output: IO[bytes]) -> str:
 
 
 def run_proxy(web: FrozenWeb, host: str, port: int, ca_dir: Path, log: ServeLog,
-              on_running: Callable[[int], None] | None = None) -> int:
+              on_running: Callable[[int], None] | None = None,
+              judges: JudgeService | None = None) -> int:
     """Serve until SIGINT/SIGTERM. ``on_running(port)`` is called once listening.
     Returns how many upstream connections the proxy refused (0 expected)."""
     mitmdump = require_mitmproxy()
     backend = ProxyBackend()
-    server = BaseUrlServer(web, "127.0.0.1", 0, log, backend=backend).start()
+    server = BaseUrlServer(web, "127.0.0.1", 0, log, backend=backend, judges=judges).start()
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -1,9 +1,13 @@
-"""Base-URL mode of ``amber serve``: a Serper-compatible ``POST /search`` and a
-Jina-Reader-compatible ``GET /<url>`` on one loopback port, answered from the bundles.
+"""Base-URL mode of ``amber serve``: a Serper-compatible ``POST /search``, a
+Jina-Reader-compatible ``GET /<url>`` and, with a judge, the OpenAI Chat Completions and
+Gemini APIs (``/v1/chat/completions``, ``/v1beta/models/M:generateContent``) on one
+loopback port, answered from the bundles and Amber's judge.
 
-Point ``SERPER_BASE_URL`` and ``JINA_BASE_URL`` at it (Amber's own capture, or any
-client whose base URLs are configurable). One thread per connection, HTTP/1.1
-keep-alive, bodies streamed from the WARC offsets.
+Point ``SERPER_BASE_URL``, ``JINA_BASE_URL``, ``OPENAI_BASE_URL`` and
+``GOOGLE_GEMINI_BASE_URL`` at it. One thread per connection, HTTP/1.1 keep-alive, bodies
+streamed from the WARC offsets. A malformed request gets a 4xx with a one-line reason in
+the shape its client expects, and the log one line: never a traceback or a dropped
+connection.
 """
 
 from __future__ import annotations
@@ -20,8 +24,15 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ambereval.engine.serve.answer import Answer, miss
 from ambereval.engine.serve.index import FrozenWeb
+from ambereval.engine.serve.judge_api import ApiError
+from ambereval.engine.serve.judges import JudgeService, no_judge, refusal
 from ambereval.engine.serve.log import ServeLog
-from ambereval.engine.serve.match import NotASearch, search_body, search_query
+from ambereval.engine.serve.match import (
+    NotASearch,
+    search_body,
+    search_query,
+    service_for_path,
+)
 from ambereval.errors import BundleError, ConfigError
 
 MAX_REQUEST_BODY = 10 * 1024 * 1024
@@ -35,11 +46,27 @@ def failure(service: str, message: str) -> Answer:
                   "error", service, body=line, length=len(line))
 
 
+def bad_request(service: str, reason: str, status: int = 400) -> Answer:
+    """A request that cannot be understood: 4xx with a one-line reason, in the JSON error
+    shape of the judge APIs or as plain text for the Serper and Jina interfaces."""
+    if service in ("openai", "gemini"):
+        return refusal(service, ApiError(status, reason))
+    line = f"amber serve: {reason}\n".encode()
+    return Answer(status, {400: "Bad Request", 411: "Length Required",
+                           413: "Payload Too Large"}.get(status, "Bad Request"),
+                  [("Content-Type", "text/plain; charset=utf-8"), ("X-Amber-Match", "refused")],
+                  "refused", service, body=line, length=len(line))
+
+
 def answer_service(web: FrozenWeb, service: str, method: str, target: str,
-                   headers: list[tuple[str, str]], body: bytes) -> Answer:
-    """Answer one request to the Serper or Jina interface. ``target`` is the path and
-    query after the host (``/search?q=...``, ``/https://example.com/a``)."""
+                   headers: list[tuple[str, str]], body: bytes,
+                   judges: JudgeService | None = None) -> Answer:
+    """Answer one request to the Serper, Jina, OpenAI or Gemini interface. ``target`` is
+    the path and query after the host (``/search?q=...``, ``/https://example.com/a``)."""
     parts = urlsplit(target)
+    if service in ("openai", "gemini"):
+        return judges.answer(service, method, target, headers, body) if judges \
+            else no_judge(service)
     try:
         if service == "serper":
             if parts.path.rstrip("/") != "/search":
@@ -60,7 +87,7 @@ def answer_service(web: FrozenWeb, service: str, method: str, target: str,
         return web.read(target[1:] if target.startswith("/") else target, headers,
                         head_only=method == "HEAD")
     except NotASearch as exc:
-        return miss("serper", f"not a search request ({exc})")
+        return bad_request("serper", f"not a Serper search request: {exc}")
     except (BundleError, OSError, EOFError, ValueError, zlib.error) as exc:
         return failure(service, f"could not read the captured record ({exc})")
 
@@ -69,7 +96,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def answer_proxied(web: FrozenWeb, method: str, url: str, headers: list[tuple[str, str]],
-                   body: bytes) -> Answer:
+                   body: bytes, judges: JudgeService | None = None) -> Answer:
     """Answer a request the proxy intercepted, by its absolute URL: the service hosts
     (Serper, Jina and every base URL the captures used) as services, any other URL from
     the pages captured directly."""
@@ -81,7 +108,7 @@ def answer_proxied(web: FrozenWeb, method: str, url: str, headers: list[tuple[st
     if service is None and port == _DEFAULT_PORTS.get(parts.scheme):
         service = web.service_for_host(host, target)
     if service is not None:
-        return answer_service(web, service, method, target, headers, body)
+        return answer_service(web, service, method, target, headers, body, judges)
     try:
         return web.page(method, url)
     except (BundleError, OSError, EOFError, ValueError, zlib.error) as exc:
@@ -105,6 +132,66 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
     allow_reuse_address = True
+    note: Any = None  # one line per broken connection (set by BaseUrlServer)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that broke mid-request: one line, never a traceback."""
+        import sys
+
+        kind, err = sys.exc_info()[:2]
+        if kind in (ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
+                    TimeoutError):
+            return  # the client went away: nothing to report
+        if self.note is not None:
+            self.note(f"a connection from {client_address[0]} failed: "
+                      f"{kind.__name__ if kind else 'error'}: {err}")
+
+
+def read_body(rfile: Any, headers: Any) -> bytes:
+    """The request body by Content-Length or chunked transfer coding, within the limit;
+    ValueError (with the reason and the status to answer) for anything else."""
+    chunked = "chunked" in (headers.get("Transfer-Encoding") or "").lower()
+    raw = headers.get("Content-Length")
+    if chunked:
+        return _read_chunked(rfile)
+    if raw is None:
+        return b""
+    text = raw.strip()
+    if not text.isdigit():
+        raise BodyError(400, f"Content-Length {raw[:40]!r} is not a number of bytes")
+    size = int(text)
+    if size > MAX_REQUEST_BODY:
+        raise BodyError(413, f"request body of {size} bytes is over the limit of "
+                        f"{MAX_REQUEST_BODY}")
+    data = rfile.read(size) if size else b""
+    if len(data) < size:
+        raise BodyError(400, f"request body ended after {len(data)} of {size} bytes")
+    return data
+
+
+class BodyError(ValueError):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def _read_chunked(rfile: Any) -> bytes:
+    out = bytearray()
+    while True:
+        line = rfile.readline(1024)
+        size_text = line.split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise BodyError(400, "malformed chunked request body") from None
+        if size < 0 or len(out) + size > MAX_REQUEST_BODY:
+            raise BodyError(413, f"request body over the limit of {MAX_REQUEST_BODY} bytes")
+        if size == 0:
+            while rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return bytes(out)
+        out += rfile.read(size)
+        rfile.readline(1024)
 
 
 class ProxyBackend:
@@ -117,8 +204,8 @@ class ProxyBackend:
         self.refused = 0
 
 
-def _handler(web: FrozenWeb, log: ServeLog,
-             backend: ProxyBackend | None = None) -> type[BaseHTTPRequestHandler]:
+def _handler(web: FrozenWeb, log: ServeLog, backend: ProxyBackend | None = None,
+             judges: JudgeService | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "amber-serve"
@@ -143,19 +230,23 @@ def _handler(web: FrozenWeb, log: ServeLog,
             self._dispatch()
 
         def _dispatch(self) -> None:
-            size = int(self.headers.get("Content-Length") or 0)
-            if size > MAX_REQUEST_BODY:
-                self.send_error(413, "request body too large")
+            path = urlsplit(self.path).path
+            service = service_for_path(self.path)
+            host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
+            try:
+                body = read_body(self.rfile, self.headers)
+            except BodyError as err:
+                self.close_connection = True  # what follows on this connection is unknown
+                answer = bad_request(service, str(err), err.status)
+                log.note(self.command, f"http://{host}{path}", answer)
+                self._send(answer)
                 return
-            body = self.rfile.read(size) if size else b""
             if backend is not None and self.path.startswith("/_amber/"):
                 self._backend(body)
                 return
             headers = list(self.headers.items())
-            path = urlsplit(self.path).path
-            service = "serper" if path.rstrip("/") == "/search" else "jina"
-            answer = answer_service(web, service, self.command, self.path, headers, body)
-            host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
+            answer = answer_service(web, service, self.command, self.path, headers, body,
+                                    judges)
             log.note(self.command, f"http://{host}{self.path}", answer)
             self._send(answer)
 
@@ -168,7 +259,7 @@ def _handler(web: FrozenWeb, log: ServeLog,
                 meta = json.loads(head)
                 method, url = meta["method"], meta["url"]
                 headers = [(str(k), str(v)) for k, v in meta["headers"]]
-                answer = answer_proxied(web, method, url, headers, payload)
+                answer = answer_proxied(web, method, url, headers, payload, judges)
                 log.note(method, url, answer)
                 try:
                     data = answer.read()
@@ -220,14 +311,17 @@ class BaseUrlServer:
     """The base-URL server, running on a background thread until :meth:`stop`."""
 
     def __init__(self, web: FrozenWeb, host: str = "127.0.0.1", port: int = 0,
-                 log: ServeLog | None = None, backend: ProxyBackend | None = None) -> None:
+                 log: ServeLog | None = None, backend: ProxyBackend | None = None,
+                 judges: JudgeService | None = None) -> None:
         self.web = web
         self.log = log or ServeLog()
         self.backend = backend
+        self.judges = judges
         try:
-            self._server = _Server((host, port), _handler(web, self.log, backend))
+            self._server = _Server((host, port), _handler(web, self.log, backend, judges))
         except OSError as exc:
             raise port_error(host, port, exc) from None
+        self._server.note = self.log.problem
         self.host, self.port = self._server.server_address[:2]
         self._thread = threading.Thread(target=self._server.serve_forever,
                                          name="amber-serve", daemon=True)
