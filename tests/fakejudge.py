@@ -30,6 +30,8 @@ def answer_for(schema: dict[str, Any], seed: bytes) -> Any:
     kind = schema.get("type")
     if "enum" in schema:
         return schema["enum"][digest[0] % len(schema["enum"])]
+    if kind == "object" and "properties" not in schema:  # JSON mode: any object
+        return {"answer": "evidence " + digest.hex()[:12]}
     if kind == "object":
         return {k: answer_for(v, seed + k.encode()) for k, v in schema["properties"].items()}
     if kind == "boolean":
@@ -120,10 +122,13 @@ class FakeJudgeServer:
                     time.sleep(outer.latency)
                     seed = json.dumps(request["messages"], sort_keys=True).encode()
                     salted = outer.salt + seed
-                    fmt = request["response_format"]
-                    schema = fmt["json_schema"]["schema"] if "json_schema" in fmt \
-                        else fmt["schema"]
-                    content = json.dumps(answer_for(schema, salted))
+                    fmt = request.get("response_format")
+                    if fmt is None:  # free text
+                        content = "answer " + hashlib.sha256(salted).hexdigest()[:16]
+                    else:
+                        schema = fmt["json_schema"]["schema"] if "json_schema" in fmt \
+                            else fmt["schema"]
+                        content = json.dumps(answer_for(schema, salted))
                     tokens = len(seed) // 4
                 finally:
                     with outer._lock:
