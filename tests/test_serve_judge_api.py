@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 import requests
+from fakejudge import FakeJudgeServer
 
 from ambereval.engine.serve.index import FrozenWeb
 from ambereval.engine.serve.judges import open_service
 from ambereval.engine.serve.log import ServeLog
 from ambereval.engine.serve.server import BaseUrlServer
-
-from fakejudge import FakeJudgeServer
 
 openai = pytest.importorskip("openai")
 genai = pytest.importorskip("google.genai")

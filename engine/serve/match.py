@@ -119,9 +119,15 @@ def reader_targets(raw: str) -> list[str]:
             break
     if not target:
         return []
-    if "://" in target.split("?")[0]:
-        return [normalize_url(target)]
-    return [normalize_url("https://" + target), normalize_url("http://" + target)]
+    tries = [target] if "://" in target.split("?")[0] else \
+        ["https://" + target, "http://" + target]
+    out = []
+    for url in tries:
+        try:
+            out.append(normalize_url(url))
+        except ValueError:  # not a URL at all (a bracket in the host ...): nothing to read
+            continue
+    return out
 
 
 def reader_options(headers: Iterable[tuple[str, str]]) -> dict[str, str]:

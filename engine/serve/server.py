@@ -214,6 +214,27 @@ def _handler(web: FrozenWeb, log: ServeLog, backend: ProxyBackend | None = None,
         def log_message(self, *args: Any) -> None:  # never log requests (keys)
             pass
 
+        # a request line the server cannot read at all (HTTP/0.9 forms, bad versions,
+        # over-long lines): a status line and one plain-text line, never an HTML page
+        default_request_version = "HTTP/1.1"
+
+        def send_error(self, code: int, message: str | None = None,
+                       explain: str | None = None) -> None:
+            reason = " ".join((message or self.responses.get(code, ("error",))[0]).split())
+            line = f"amber serve: {reason}\n".encode("utf-8", "replace")
+            log.notify(f"refused a malformed request: HTTP {code} {reason[:200]}")
+            self.close_connection = True
+            try:
+                self.send_response_only(code)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(line)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                if self.command != "HEAD" and code >= 200 and code not in (204, 304):
+                    self.wfile.write(line)
+            except OSError:
+                pass
+
         def do_GET(self) -> None:
             self._dispatch()
 
