@@ -155,7 +155,7 @@ def serve_cmd(
             if as_json:
                 _emit(json.dumps(info, sort_keys=True) + "\n")
                 return
-            _emit(export_lines(env))
+            _emit(export_lines(env, keys=proxy))
             judged = f"; judge APIs answered by {judges.name}" if judges else ""
             _note(f"{len(web.bundles)} bundle(s): {info['searches']} searches, "
                   f"{info['reader_pages']} reader pages, {info['direct_responses']} direct "

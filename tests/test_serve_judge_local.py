@@ -56,7 +56,7 @@ def start_proxy(args: list[str], port: int) -> tuple[subprocess.Popen[str], dict
                              "--port", str(port)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    lines = [proc.stdout.readline() for _ in range(8)]
+    lines = [proc.stdout.readline() for _ in range(12)]
     if not all(line.startswith("export ") for line in lines):
         proc.kill()
         raise AssertionError(f"no export lines: {lines} {proc.communicate()[1]}")

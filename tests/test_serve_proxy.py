@@ -53,7 +53,7 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
          str(root / "direct"), "--proxy", "--port", str(port), "--ca-dir", str(ca),
          "--misses", str(misses)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = [proc.stdout.readline() for _ in range(8)]
+    lines = [proc.stdout.readline() for _ in range(12)]
     if not all(line.startswith("export ") for line in lines):
         proc.kill()
         raise AssertionError(f"no export lines: {lines} {proc.stderr.read()}")
