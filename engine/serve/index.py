@@ -42,12 +42,13 @@ from ambereval.engine.serve.match import (
     wants_json,
     wants_stream,
 )
+from ambereval.engine.serve.recorded import RecordedJudges
+from ambereval.engine.serve.upstreams import SERVICE_HOSTS
 from ambereval.errors import BundleError
+from ambereval.snapshots.bundle.exchanges import exchange_rows
 from ambereval.snapshots.bundle.store import Bundle
 from ambereval.snapshots.bundle.warc import read_record
 from ambereval.snapshots.capture.transport import archived_url
-
-SERVICE_HOSTS = {"google.serper.dev": "serper", "r.jina.ai": "jina"}
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,12 @@ class _Loader:
                 elif row["state"] == "failed":  # nothing came back: answered with a 502
                     yield self.item(row, "direct", normalize_url(row["url"]),
                                     archived_url(row["url"]))
+        # recorded judge answers, and answers a recording archived but never replays
+        service_responses.update(r["response_record"] for r in exchange_rows(self.bundle.index))
+        service_responses.update(
+            r["record_id"] for r in self.bundle.index.rows(
+                "SELECT f.record_id FROM failures f JOIN records r ON r.record_id = f.record_id"
+                " WHERE r.type = 'response'") if r["record_id"] not in direct_captures)
         for rec in self.records.values():
             if rec["type"] not in ("response", "revisit") or not rec["target_uri"]:
                 continue
@@ -218,9 +225,12 @@ class FrozenWeb:
         self._reader_urls: set[str] = set()
         self.hosts: dict[str, str] = dict(SERVICE_HOSTS)
         self.counts = {"serper": 0, "jina": 0, "direct": 0}
+        self.judges = RecordedJudges()  # judge exchanges frozen by amber serve --record
+        self._searches_by_num: dict[tuple[str, int | None], Frozen] = {}
         found: dict[tuple[str, str], list[Frozen]] = {}
         for order, root in enumerate(self.bundles):
             with Bundle.open(root) as bundle:
+                self.judges.load(bundle, order)
                 loader = _Loader(bundle, order)
                 try:
                     for item in loader.load():
@@ -241,12 +251,15 @@ class FrozenWeb:
                                       i.response.record_id if i.response else ""))
             first = items[0]
             self._items[key] = first
+            for item in reversed(items):  # a recorded search: its own num answers exactly
+                if item.service == "serper":
+                    self._searches_by_num[(item.key, item.num)] = item
             if first.service == "jina":
                 self._reader_urls.add(first.key.split(" ", 1)[0])
             self.counts[first.service] += 1
             seen = [first]
             for other in items[1:]:
-                if any(_same_bytes(other, s) for s in seen):
+                if other.num != first.num or any(_same_bytes(other, s) for s in seen):
                     continue
                 seen.append(other)
                 self.conflicts.append(Conflict(first.service, first.label, _where(first),
@@ -254,6 +267,10 @@ class FrozenWeb:
 
     def _get(self, service: str, key: str) -> Frozen | None:
         return self._items.get((service, key))
+
+    def judge(self, service: str, method: str, target: str, body: bytes) -> Answer:
+        """An OpenAI or Gemini request, answered with the recorded judge's own answer."""
+        return self.judges.answer(service, method, target, body)
 
     def service_for_host(self, netloc: str, path: str = "/") -> str | None:
         """``serper``/``jina`` for a service host (the real ones and every base URL the
@@ -285,7 +302,7 @@ class FrozenWeb:
             key, num = search_params(query)
         except NotASearch as exc:
             return miss("serper", f"not a search request ({exc})")
-        item = self._get("serper", key)
+        item = self._searches_by_num.get((key, num)) or self._get("serper", key)
         if item is None:
             return miss("serper", f"search {query.get('q')!r} with these parameters was "
                         "never captured")
@@ -368,4 +385,5 @@ class FrozenWeb:
     def summary(self) -> dict[str, Any]:
         return {"bundles": self.bundles, "searches": self.counts["serper"],
                 "reader_pages": self.counts["jina"], "direct_responses": self.counts["direct"],
+                "judge_exchanges": len(self.judges),
                 "conflicts": [c.as_dict() for c in self.conflicts]}

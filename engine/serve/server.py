@@ -15,13 +15,14 @@ import socket
 import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from ambereval.engine.serve.answer import Answer, miss
 from ambereval.engine.serve.index import FrozenWeb
 from ambereval.engine.serve.log import ServeLog
 from ambereval.engine.serve.match import NotASearch, search_body, search_query
+from ambereval.engine.serve.upstreams import JUDGE_SERVICES, service_for_path
 from ambereval.errors import BundleError, ConfigError
 
 MAX_REQUEST_BODY = 10 * 1024 * 1024
@@ -41,6 +42,8 @@ def answer_service(web: FrozenWeb, service: str, method: str, target: str,
     query after the host (``/search?q=...``, ``/https://example.com/a``)."""
     parts = urlsplit(target)
     try:
+        if service in JUDGE_SERVICES:
+            return web.judge(service, method, target, body)
         if service == "serper":
             if parts.path.rstrip("/") != "/search":
                 return miss("serper", f"{parts.path}: only /search was captured")
@@ -107,6 +110,17 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
+class Forwarder(Protocol):
+    """``amber serve --record``: answers by forwarding upstream and recording (the
+    recorder in :mod:`.recorder`), instead of from the bundles."""
+
+    def answer_base(self, method: str, target: str, headers: list[tuple[str, str]],
+                    body: bytes) -> Answer: ...
+
+    def answer_proxied(self, method: str, url: str, headers: list[tuple[str, str]],
+                       body: bytes) -> Answer: ...
+
+
 class ProxyBackend:
     """What the proxy reports to the bundle server: its port once listening, and every
     upstream connection it refused (0 expected)."""
@@ -117,8 +131,8 @@ class ProxyBackend:
         self.refused = 0
 
 
-def _handler(web: FrozenWeb, log: ServeLog,
-             backend: ProxyBackend | None = None) -> type[BaseHTTPRequestHandler]:
+def _handler(web: FrozenWeb | None, log: ServeLog, backend: ProxyBackend | None = None,
+             recorder: Forwarder | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "amber-serve"
@@ -152,9 +166,12 @@ def _handler(web: FrozenWeb, log: ServeLog,
                 self._backend(body)
                 return
             headers = list(self.headers.items())
-            path = urlsplit(self.path).path
-            service = "serper" if path.rstrip("/") == "/search" else "jina"
-            answer = answer_service(web, service, self.command, self.path, headers, body)
+            if recorder is not None:  # --record: forwarded upstream and written down
+                answer = recorder.answer_base(self.command, self.path, headers, body)
+            else:
+                assert web is not None
+                service = service_for_path(self.path)
+                answer = answer_service(web, service, self.command, self.path, headers, body)
             host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
             log.note(self.command, f"http://{host}{self.path}", answer)
             self._send(answer)
@@ -168,7 +185,11 @@ def _handler(web: FrozenWeb, log: ServeLog,
                 meta = json.loads(head)
                 method, url = meta["method"], meta["url"]
                 headers = [(str(k), str(v)) for k, v in meta["headers"]]
-                answer = answer_proxied(web, method, url, headers, payload)
+                if recorder is not None:
+                    answer = recorder.answer_proxied(method, url, headers, payload)
+                else:
+                    assert web is not None
+                    answer = answer_proxied(web, method, url, headers, payload)
                 log.note(method, url, answer)
                 try:
                     data = answer.read()
@@ -198,6 +219,9 @@ def _handler(web: FrozenWeb, log: ServeLog,
                 self.send_response_only(answer.status, answer.reason or None)
                 for name, value in answer.headers:
                     self.send_header(name, value)
+                if answer.chunked and self.command != "HEAD":
+                    self._send_chunked(answer)
+                    return
                 self.send_header("Content-Length", str(answer.length))
                 self.end_headers()
                 if self.command == "HEAD":
@@ -213,19 +237,29 @@ def _handler(web: FrozenWeb, log: ServeLog,
             finally:
                 answer.close()
 
+        def _send_chunked(self, answer: Answer) -> None:
+            """A stream: one HTTP chunk per piece, each sent as soon as it is there."""
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in answer.chunks():
+                if chunk:
+                    self.wfile.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+
     return Handler
 
 
 class BaseUrlServer:
     """The base-URL server, running on a background thread until :meth:`stop`."""
 
-    def __init__(self, web: FrozenWeb, host: str = "127.0.0.1", port: int = 0,
-                 log: ServeLog | None = None, backend: ProxyBackend | None = None) -> None:
+    def __init__(self, web: FrozenWeb | None, host: str = "127.0.0.1", port: int = 0,
+                 log: ServeLog | None = None, backend: ProxyBackend | None = None,
+                 recorder: Forwarder | None = None) -> None:
         self.web = web
         self.log = log or ServeLog()
         self.backend = backend
         try:
-            self._server = _Server((host, port), _handler(web, self.log, backend))
+            self._server = _Server((host, port), _handler(web, self.log, backend, recorder))
         except OSError as exc:
             raise port_error(host, port, exc) from None
         self.host, self.port = self._server.server_address[:2]
