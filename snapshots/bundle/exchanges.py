@@ -139,3 +139,19 @@ def _check_chunks(index: Index, row: dict[str, Any], read_body: Any) -> str | No
     if sum(lengths) != row["payload_bytes"]:
         return "its chunk lengths do not add up to the payload"
     return None
+
+
+def read_exchange(bundle: Any, ref: str) -> dict[str, Any] | None:
+    """One judge exchange read back from its WARC records, for ``amber bundle show``:
+    the index row, the request as archived (headers redacted) and the answer, or None
+    when ``ref`` names no judge exchange. ``bundle`` is an open :class:`Bundle`."""
+    row = find_exchange(bundle.index, ref)
+    if row is None:
+        return None
+    request = bundle.read_record(row["request_record"])
+    response = bundle.read_record(row["response_record"])
+    return {**row, "chunk_lengths": json.loads(row["chunk_lengths"] or "null"),
+            "request_headers": request.http_headers,
+            "request_body": request.body.decode("utf-8", "replace"),
+            "response_headers": response.http_headers,
+            "response_body": response.body.decode("utf-8", "replace")}
