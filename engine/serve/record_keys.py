@@ -59,8 +59,8 @@ def request_key(service: str, method: str, target: str, headers: list[tuple[str,
     method = method.upper()
     if service in JUDGE_SERVICES:
         call = judge_call(service, method, target, body)
-        return RequestKey(service, _digest({"recorded": service, "key": call.key}),
-                          model=call.model, operation=call.operation, stream=call.stream)
+        return RequestKey(service, call.key, model=call.model, operation=call.operation,
+                          stream=call.stream)
     if service == "serper":
         if method != "POST":
             return RequestKey(service, None, f"{method} /search (only POST is replayed)")
