@@ -456,14 +456,6 @@ class Recorder:
                 "repeated": total["repeated"], "failed": total["failed"],
                 "unrecorded": total["unrecorded"], "by_service": by_service}
 
-    def line(self) -> str:
-        s = self.summary()
-        text = (f"{s['recorded']} exchanges recorded, {s['repeated']} repeats answered from "
-                f"the recording, {s['failed']} without an upstream answer")
-        if s["unrecorded"]:
-            text += f", {s['unrecorded']} not recorded (left early or after the stop)"
-        return text + f"; bundle {s['bundle']} finished"
-
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
