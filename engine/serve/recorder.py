@@ -181,6 +181,7 @@ class Recorder:
         self._flights: dict[str, threading.Event] = {}
         self._closed = False
         self.counts: Counter[tuple[str, str]] = Counter()
+        self._count_lock = threading.Lock()
 
     # -- the two ways in -------------------------------------------------------------
     def answer_base(self, method: str, target: str, headers: list[tuple[str, str]],
@@ -214,7 +215,7 @@ class Recorder:
             with self._flight_lock:
                 again = self._recorded(call.service, key, call.method)
                 if again is not None:
-                    self.counts[(call.service, "repeated")] += 1
+                    self._count(call.service, "repeated")
                     return again
                 waiting = self._flights.get(key)
                 if waiting is None:
@@ -272,7 +273,7 @@ class Recorder:
         problem = self._policy.url_problem(call.url) if call.service == "direct" else None
         if problem is not None:
             release()
-            self.counts[(call.service, "failed")] += 1
+            self._count(call.service, "failed")
             return _line(403, "Forbidden", call.service, f"{archived_url(call.url)}: {problem}")
         sent = [(k, v) for k, v in call.headers
                 if k.lower() not in _NOT_FORWARDED and not k.lower().startswith("proxy-")]
@@ -282,7 +283,7 @@ class Recorder:
             response = client.send(request, stream=True)
         except (httpx.HTTPError, OSError, ValueError) as exc:
             release()
-            self.counts[(call.service, "failed")] += 1
+            self._count(call.service, "failed")
             reason = _refusal(exc)
             if reason is not None:
                 return _line(403, "Forbidden", call.service,
@@ -306,7 +307,7 @@ class Recorder:
             def on_end(pieces: list[bytes] | None) -> None:
                 try:
                     if pieces is None:
-                        self.counts[(call.service, "unrecorded")] += 1
+                        self._count(call.service, "unrecorded")
                     else:
                         self._write(call, exchange(b"".join(pieces)),
                                     [len(p) for p in pieces])
@@ -321,12 +322,12 @@ class Recorder:
                 data += chunk
                 if len(data) > MAX_BODY_BYTES:
                     release()
-                    self.counts[(call.service, "failed")] += 1
+                    self._count(call.service, "failed")
                     return _line(502, "Bad Gateway", call.service,
                                  f"the answer is larger than {MAX_BODY_BYTES} bytes")
         except (httpx.HTTPError, OSError) as exc:
             release()
-            self.counts[(call.service, "failed")] += 1
+            self._count(call.service, "failed")
             return _line(502, "Bad Gateway", call.service,
                          f"upstream {call.service} broke off its answer ({type(exc).__name__})")
         finally:
@@ -346,7 +347,7 @@ class Recorder:
         one transaction."""
         with self._write_lock:
             if self._closed:
-                self.counts[(call.service, "unrecorded")] += 1
+                self._count(call.service, "unrecorded")
                 return
             warc = self.bundle.warc(self._info)
             request_ref, response_ref = warc.write_exchange(exchange)
@@ -377,7 +378,7 @@ class Recorder:
                         "error": call.ident.why or f"HTTP {exchange.status} (not final)",
                         "permanent": 0, "attempts": 1,
                         "record_id": response_ref.record_id})
-            self.counts[(call.service, "recorded")] += 1
+            self._count(call.service, "recorded")
 
     def _judge_row(self, call: _Call, exchange: Exchange, final: bool, request_id: str,
                    response_id: str, chunks_ref: Any, lengths: list[int] | None) -> None:
@@ -429,6 +430,10 @@ class Recorder:
             for r in results:
                 index.put("search_results", {"capture_id": cid, **r.__dict__})
 
+    def _count(self, service: str, outcome: str) -> None:
+        with self._count_lock:
+            self.counts[(service, outcome)] += 1
+
     # -- the end -----------------------------------------------------------------------
     def finish(self) -> dict[str, Any]:
         """Seal the bundle (CDXJ index, pages, datapackage) and release it; answers still
@@ -446,11 +451,13 @@ class Recorder:
         return self.summary()
 
     def summary(self) -> dict[str, Any]:
+        with self._count_lock:
+            counts = dict(self.counts)
         by_service: dict[str, dict[str, int]] = {}
-        for (service, outcome), n in sorted(self.counts.items()):
+        for (service, outcome), n in sorted(counts.items()):
             by_service.setdefault(service, {})[outcome] = n
         total = Counter[str]()
-        for (_, outcome), n in self.counts.items():
+        for (_, outcome), n in counts.items():
             total[outcome] += n
         return {"bundle": str(self.root), "recorded": total["recorded"],
                 "repeated": total["repeated"], "failed": total["failed"],
