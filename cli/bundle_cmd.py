@@ -115,6 +115,11 @@ def stats_cmd(bundle: BundleArg, as_json: Json = False) -> None:
 
     table = Table(title=f"Bundle {bundle}", show_header=False)
     for key, value in stats.items():
+        if key == "judge_exchanges":  # recorded API judges, one line per provider and model
+            value = "; ".join(
+                f"{j['provider']} {j['model'] or '-'}: {j['exchanges']} "
+                f"({', '.join(j['operations'])}; {j['streamed']} streamed, {j['errors']} "
+                "errors)" for j in value) or 0
         if key != "bundle":
             table.add_row(key, str(value))
     stdout.print(table)
@@ -123,16 +128,32 @@ def stats_cmd(bundle: BundleArg, as_json: Json = False) -> None:
 @app.command("show")
 def show_cmd(
     bundle: BundleArg,
-    ref: Annotated[str, typer.Argument(help="A capture id (cap-...) or a URL.")],
+    ref: Annotated[str, typer.Argument(
+        help="A capture id (cap-...), a URL, or a recorded judge exchange (jx-...).")],
     as_json: Json = False,
 ) -> None:
     """Read one capture back from the WARC by offset: status, headers and extracted text.
 
+    A recorded judge exchange (jx-...) shows the request as sent and the judge's answer.
+
     Example: amber bundle show bundle/ https://example.com/
     """
     from ambereval.snapshots import Bundle
+    from ambereval.snapshots.bundle.exchanges import read_exchange
 
     with handled(), Bundle.open(bundle) as b:
+        exchange = read_exchange(b, ref) if ref.startswith(("jx-", "<urn:")) else None
+        if exchange is not None:
+            if as_json:
+                print_json(exchange)
+                return
+            for key, value in exchange.items():
+                if key not in ("request_body", "response_body", "request_headers",
+                               "response_headers", "request_key"):
+                    stdout.print(f"{key}: {value}", markup=False)
+            stdout.print(f"request:\n{exchange['request_body']}", markup=False)
+            stdout.print(f"answer:\n{exchange['response_body']}", markup=False)
+            return
         cap = b.read_capture(ref)
     doc = {
         "capture_id": cap.capture_id, "url": cap.url, "final_url": cap.final_url,

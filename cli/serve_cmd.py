@@ -82,6 +82,13 @@ def serve_cmd(
     = 1024,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Start and stop reports as JSON lines instead of text.")] = False,
+    record: Annotated[Path | None, typer.Option(
+        "--record", help="Record instead of replaying: forward every request upstream "
+        "(SERPER_BASE_URL, JINA_BASE_URL, OPENAI_BASE_URL, GEMINI_BASE_URL; default the "
+        "real hosts) and write each exchange into this bundle.")] = None,
+    allow_private_addresses: Annotated[bool, typer.Option(
+        "--allow-private-addresses", help="With --record --proxy: let pages on loopback, "
+        "private and link-local addresses be fetched (a local test site).")] = False,
 ) -> None:
     """Serve Serper searches, Jina Reader reads and captured pages from bundles.
 
@@ -98,6 +105,8 @@ def serve_cmd(
     Example (hard-coded hosts): amber serve bundle/ --proxy --port 8080 --misses m.jsonl
 
     Example (client side): eval "$(amber serve --print-env --port 8080)"
+
+    Example (record a pipeline's traffic): amber serve --record run.bundle --port 8080
     """
     from ambereval.engine.serve.ca import (
         base_url_env,
@@ -114,6 +123,12 @@ def serve_cmd(
                      hint="amber serve --print-env --port 8080", exit_code=2)
             cert = ensure_ca(ca)
             _emit(export_lines(proxy_env(host, port, cert), keys=True))
+            return
+        if record is not None:  # --record: one hook, the session lives in serve_record
+            from ambereval.cli.serve_record import serve_record
+
+            serve_record(record, bundles, host, port, proxy, ca, allow_private_addresses,
+                         as_json)
             return
         check_ledger_mode(ledger_mode)
         wants_judge = bool(judge_ref or judge_model or judge_url or ledger)
@@ -175,7 +190,8 @@ def serve_cmd(
             stop["upstream_connections_refused"] = refused
         else:
             server = BaseUrlServer(web, host, port, log, judges=judges).start()
-            announce(base_url_env(server.url, judges is not None), server.url)
+            announce(base_url_env(server.url, judges is not None or len(web.judges) > 0),
+                     server.url)
             try:
                 wait_for_signal()
             finally:

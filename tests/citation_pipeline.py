@@ -55,7 +55,8 @@ def ask_gemini(statement: str, page: str) -> bool:
 
 
 def main() -> None:
-    pairs = json.load(open(sys.argv[1], encoding="utf-8"))
+    with open(sys.argv[1], encoding="utf-8") as fh:
+        pairs = json.load(fh)
     ask = ask_gemini if "--gemini" in sys.argv else ask_openai
     verdicts = []
     for statement, url in pairs:

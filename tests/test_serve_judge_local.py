@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from serve_helpers import free_port, options
 
 from ambereval.engine.serve.index import FrozenWeb
 from ambereval.engine.serve.judges import open_service
@@ -28,7 +29,6 @@ from ambereval.models.registry import default_judge_path
 from ambereval.snapshots import capture_urls
 
 from fakeweb import FakeWeb
-from serve_helpers import free_port, options
 
 openai = pytest.importorskip("openai")
 genai = pytest.importorskip("google.genai")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -114,15 +114,38 @@ class Answer:
     _stream: Any = None
     _opened: list[_Opened] = field(default_factory=list)
     length: int = 0
+    # a stream (server-sent events): sent with chunked transfer coding, one HTTP chunk per
+    # piece, in these sizes (a recorded stream) or as ``live`` yields them (a live one)
+    chunk_sizes: list[int] | None = None
+    live: Iterable[bytes] | None = None
+
+    @property
+    def chunked(self) -> bool:
+        return self.chunk_sizes is not None or self.live is not None
 
     def chunks(self) -> Iterator[bytes]:
         try:
+            if self.live is not None:
+                yield from self.live
+                return
             if self.parts is not None:
                 yield from (p for p in self.parts if p)
                 return
             if self.body is not None:
                 if self.body:
                     yield self.body
+                return
+            if self.chunk_sizes is not None:
+                for size in self.chunk_sizes:
+                    piece = self._stream.read(size)
+                    while 0 < len(piece) < size:
+                        more = self._stream.read(size - len(piece))
+                        if not more:
+                            break
+                        piece += more
+                    if not piece:
+                        break
+                    yield piece
                 return
             left = self.length
             while left > 0:
@@ -138,6 +161,9 @@ class Answer:
         return b"".join(self.chunks())
 
     def close(self) -> None:
+        close = getattr(self.live, "close", None)
+        if close is not None:
+            close()  # a live stream left early: its finally clause runs now
         for opened in self._opened:
             opened.close()
         self._opened.clear()

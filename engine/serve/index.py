@@ -34,7 +34,6 @@ from ambereval.engine.serve.answer import (
     serper_top,
 )
 from ambereval.engine.serve.match import (
-    JUDGE_HOSTS,
     NotASearch,
     differing_options,
     normalize_url,
@@ -42,16 +41,16 @@ from ambereval.engine.serve.match import (
     reader_options,
     reader_targets,
     search_params,
-    service_for_path,
     wants_json,
     wants_stream,
 )
+from ambereval.engine.serve.recorded import RecordedJudges
+from ambereval.engine.serve.upstreams import SERVICE_HOSTS, service_for_path
 from ambereval.errors import BundleError
+from ambereval.snapshots.bundle.exchanges import exchange_rows
 from ambereval.snapshots.bundle.store import Bundle
 from ambereval.snapshots.bundle.warc import read_record
 from ambereval.snapshots.capture.transport import archived_url
-
-SERVICE_HOSTS = {"google.serper.dev": "serper", "r.jina.ai": "jina", **JUDGE_HOSTS}
 
 
 @dataclass(frozen=True)
@@ -187,6 +186,12 @@ class _Loader:
                 elif row["state"] == "failed":  # nothing came back: answered with a 502
                     yield self.item(row, "direct", normalize_url(row["url"]),
                                     archived_url(row["url"]))
+        # recorded judge answers, and answers a recording archived but never replays
+        service_responses.update(r["response_record"] for r in exchange_rows(self.bundle.index))
+        service_responses.update(
+            r["record_id"] for r in self.bundle.index.rows(
+                "SELECT f.record_id FROM failures f JOIN records r ON r.record_id = f.record_id"
+                " WHERE r.type = 'response'") if r["record_id"] not in direct_captures)
         for rec in self.records.values():
             if rec["type"] not in ("response", "revisit") or not rec["target_uri"]:
                 continue
@@ -224,9 +229,12 @@ class FrozenWeb:
         self.strict = strict
         self.hosts: dict[str, str] = dict(SERVICE_HOSTS)
         self.counts = {"serper": 0, "jina": 0, "direct": 0}
+        self.judges = RecordedJudges()  # judge exchanges frozen by amber serve --record
+        self._searches_by_num: dict[tuple[str, int | None], Frozen] = {}
         found: dict[tuple[str, str], list[Frozen]] = {}
         for order, root in enumerate(self.bundles):
             with Bundle.open(root) as bundle:
+                self.judges.load(bundle, order)
                 loader = _Loader(bundle, order)
                 try:
                     for item in loader.load():
@@ -247,6 +255,9 @@ class FrozenWeb:
                                       i.response.record_id if i.response else ""))
             first = items[0]
             self._items[key] = first
+            for item in reversed(items):  # a recorded search: its own num answers exactly
+                if item.service == "serper":
+                    self._searches_by_num[(item.key, item.num)] = item
             if first.service == "jina":
                 url, _, options = first.key.partition(" ")
                 self._reader_urls.add(url)
@@ -254,7 +265,7 @@ class FrozenWeb:
             self.counts[first.service] += 1
             seen = [first]
             for other in items[1:]:
-                if any(_same_bytes(other, s) for s in seen):
+                if other.num != first.num or any(_same_bytes(other, s) for s in seen):
                     continue
                 seen.append(other)
                 self.conflicts.append(Conflict(first.service, first.label, _where(first),
@@ -262,6 +273,10 @@ class FrozenWeb:
 
     def _get(self, service: str, key: str) -> Frozen | None:
         return self._items.get((service, key))
+
+    def judge(self, service: str, method: str, target: str, body: bytes) -> Answer:
+        """An OpenAI or Gemini request, answered with the recorded judge's own answer."""
+        return self.judges.answer(service, method, target, body)
 
     def service_for_host(self, netloc: str, path: str = "/") -> str | None:
         """``serper``/``jina``/``openai``/``gemini`` for a service host (the real ones and
@@ -293,7 +308,7 @@ class FrozenWeb:
             key, num = search_params(query)
         except NotASearch as exc:
             return miss("serper", f"not a search request ({exc})")
-        item = self._get("serper", key)
+        item = self._searches_by_num.get((key, num)) or self._get("serper", key)
         if item is None:
             return miss("serper", f"search {query.get('q')!r} with these parameters was "
                         "never captured")
@@ -399,4 +414,5 @@ class FrozenWeb:
     def summary(self) -> dict[str, Any]:
         return {"bundles": self.bundles, "searches": self.counts["serper"],
                 "reader_pages": self.counts["jina"], "direct_responses": self.counts["direct"],
+                "judge_exchanges": len(self.judges),
                 "conflicts": [c.as_dict() for c in self.conflicts]}

@@ -117,6 +117,9 @@ class JudgeService:
             if path.endswith("/models"):
                 return self._json("openai", openai_models(self.name))
             return self._json("openai", _dumps(openai_model(path.rsplit("/", 1)[1])))
+        if path.removeprefix("/v1") != "/chat/completions":
+            raise ApiError(404, f"{path}: Amber's judge answers chat completions and models "
+                           "only", "not_found", "NOT_FOUND")
         if method != "POST":
             raise ApiError(405, f"{method} {path}: chat completions are created with POST")
         query = parse_openai(body)

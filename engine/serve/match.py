@@ -170,24 +170,6 @@ def wants_stream(accept: str | None) -> bool:
     return "text/event-stream" in (accept or "").lower()
 
 
-#: the judge APIs' paths: OpenAI Chat Completions and models, Gemini's model methods
-_OPENAI_PATHS = re.compile(r"^(?:/v1)?/(?:chat/completions|models(?:/[^/]+)?)/?$")
+#: Gemini's model methods (the judge APIs of amber serve)
 GEMINI_PATH = re.compile(r"^/(v1|v1beta|v1alpha)/models(?:/([^/:]+))?"
                          r"(?::(generateContent|streamGenerateContent|countTokens))?/?$")
-#: the judge APIs' real hosts (proxy mode)
-JUDGE_HOSTS = {"api.openai.com": "openai", "generativelanguage.googleapis.com": "gemini"}
-
-
-def service_for_path(path: str) -> str:
-    """Which service a base-URL request is for: ``serper`` (``/search``), ``openai``
-    (``/v1/chat/completions``, ``/v1/models``), ``gemini`` (``/v1beta/models/M:method``
-    and the ``/v1/`` form) or ``jina`` (``/<url>``, everything else)."""
-    path = urlsplit(path).path
-    if path.rstrip("/") == "/search":
-        return "serper"
-    gemini = GEMINI_PATH.match(path)
-    if gemini and (gemini.group(3) or gemini.group(1) != "v1"):
-        return "gemini"
-    if _OPENAI_PATHS.match(path):
-        return "openai"
-    return "jina"

@@ -28,7 +28,7 @@ from ambereval import netguard
 from ambereval.engine.serve.index import FrozenWeb
 from ambereval.engine.serve.judges import JudgeService
 from ambereval.engine.serve.log import ServeLog
-from ambereval.engine.serve.server import BaseUrlServer, ProxyBackend
+from ambereval.engine.serve.server import BaseUrlServer, Forwarder, ProxyBackend
 from ambereval.errors import ConfigError
 
 ADDON = Path(__file__).with_name("proxy_addon.py")
@@ -67,14 +67,17 @@ def _tail(output: IO[bytes]) -> str:
     return lines[-1] if lines else "no output"
 
 
-def run_proxy(web: FrozenWeb, host: str, port: int, ca_dir: Path, log: ServeLog,
+def run_proxy(web: FrozenWeb | None, host: str, port: int, ca_dir: Path, log: ServeLog,
               on_running: Callable[[int], None] | None = None,
-              judges: JudgeService | None = None) -> int:
+              judges: JudgeService | None = None, recorder: Forwarder | None = None) -> int:
     """Serve until SIGINT/SIGTERM. ``on_running(port)`` is called once listening.
-    Returns how many upstream connections the proxy refused (0 expected)."""
+    Returns how many upstream connections the proxy refused (0 expected). With a
+    ``recorder`` (``--record``) the requests are forwarded and recorded by this process;
+    the proxy itself still connects nowhere."""
     mitmdump = require_mitmproxy()
     backend = ProxyBackend()
-    server = BaseUrlServer(web, "127.0.0.1", 0, log, backend=backend, judges=judges).start()
+    server = BaseUrlServer(web, "127.0.0.1", 0, log, backend=backend, judges=judges,
+                           recorder=recorder).start()
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}

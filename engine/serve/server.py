@@ -19,7 +19,7 @@ import socket
 import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from ambereval.engine.serve.answer import Answer, miss
@@ -27,12 +27,8 @@ from ambereval.engine.serve.index import FrozenWeb
 from ambereval.engine.serve.judge_api import ApiError
 from ambereval.engine.serve.judges import JudgeService, no_judge, refusal
 from ambereval.engine.serve.log import ServeLog
-from ambereval.engine.serve.match import (
-    NotASearch,
-    search_body,
-    search_query,
-    service_for_path,
-)
+from ambereval.engine.serve.match import NotASearch, search_body, search_query
+from ambereval.engine.serve.upstreams import JUDGE_SERVICES, service_for_path
 from ambereval.errors import BundleError, ConfigError
 
 MAX_REQUEST_BODY = 10 * 1024 * 1024
@@ -58,15 +54,30 @@ def bad_request(service: str, reason: str, status: int = 400) -> Answer:
                   "refused", service, body=line, length=len(line))
 
 
+def answer_judge(web: FrozenWeb, service: str, method: str, target: str,
+                 headers: list[tuple[str, str]], body: bytes,
+                 judges: JudgeService | None) -> Answer:
+    """A judge API request: the recorded judge's own answer when the bundles hold the
+    exchange (``amber serve --record``), else Amber's judge when one is configured, else
+    a miss in the provider's shape."""
+    if len(web.judges):
+        recorded = web.judge(service, method, target, body)
+        if recorded.match != "miss" or judges is None:
+            return recorded
+        recorded.close()
+    if judges is None:
+        return no_judge(service)
+    return judges.answer(service, method, target, headers, body)
+
+
 def answer_service(web: FrozenWeb, service: str, method: str, target: str,
                    headers: list[tuple[str, str]], body: bytes,
                    judges: JudgeService | None = None) -> Answer:
     """Answer one request to the Serper, Jina, OpenAI or Gemini interface. ``target`` is
     the path and query after the host (``/search?q=...``, ``/https://example.com/a``)."""
     parts = urlsplit(target)
-    if service in ("openai", "gemini"):
-        return judges.answer(service, method, target, headers, body) if judges \
-            else no_judge(service)
+    if service in JUDGE_SERVICES:
+        return answer_judge(web, service, method, target, headers, body, judges)
     try:
         if service == "serper":
             if parts.path.rstrip("/") != "/search":
@@ -194,6 +205,17 @@ def _read_chunked(rfile: Any) -> bytes:
         rfile.readline(1024)
 
 
+class Forwarder(Protocol):
+    """``amber serve --record``: answers by forwarding upstream and recording (the
+    recorder in :mod:`.recorder`), instead of from the bundles."""
+
+    def answer_base(self, method: str, target: str, headers: list[tuple[str, str]],
+                    body: bytes) -> Answer: ...
+
+    def answer_proxied(self, method: str, url: str, headers: list[tuple[str, str]],
+                       body: bytes) -> Answer: ...
+
+
 class ProxyBackend:
     """What the proxy reports to the bundle server: its port once listening, and every
     upstream connection it refused (0 expected)."""
@@ -204,8 +226,9 @@ class ProxyBackend:
         self.refused = 0
 
 
-def _handler(web: FrozenWeb, log: ServeLog, backend: ProxyBackend | None = None,
-             judges: JudgeService | None = None) -> type[BaseHTTPRequestHandler]:
+def _handler(web: FrozenWeb | None, log: ServeLog, backend: ProxyBackend | None = None,
+             judges: JudgeService | None = None,
+             recorder: Forwarder | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "amber-serve"
@@ -266,8 +289,12 @@ def _handler(web: FrozenWeb, log: ServeLog, backend: ProxyBackend | None = None,
                 self._backend(body)
                 return
             headers = list(self.headers.items())
-            answer = answer_service(web, service, self.command, self.path, headers, body,
-                                    judges)
+            if recorder is not None:  # --record: forwarded upstream and written down
+                answer = recorder.answer_base(self.command, self.path, headers, body)
+            else:
+                assert web is not None
+                answer = answer_service(web, service, self.command, self.path, headers,
+                                        body, judges)
             log.note(self.command, f"http://{host}{self.path}", answer)
             self._send(answer)
 
@@ -280,7 +307,11 @@ def _handler(web: FrozenWeb, log: ServeLog, backend: ProxyBackend | None = None,
                 meta = json.loads(head)
                 method, url = meta["method"], meta["url"]
                 headers = [(str(k), str(v)) for k, v in meta["headers"]]
-                answer = answer_proxied(web, method, url, headers, payload, judges)
+                if recorder is not None:
+                    answer = recorder.answer_proxied(method, url, headers, payload)
+                else:
+                    assert web is not None
+                    answer = answer_proxied(web, method, url, headers, payload, judges)
                 log.note(method, url, answer)
                 try:
                     data = answer.read()
@@ -310,6 +341,9 @@ def _handler(web: FrozenWeb, log: ServeLog, backend: ProxyBackend | None = None,
                 self.send_response_only(answer.status, answer.reason or None)
                 for name, value in answer.headers:
                     self.send_header(name, value)
+                if answer.chunked and self.command != "HEAD":
+                    self._send_chunked(answer)
+                    return
                 self.send_header("Content-Length", str(answer.length))
                 self.end_headers()
                 if self.command == "HEAD":
@@ -325,21 +359,32 @@ def _handler(web: FrozenWeb, log: ServeLog, backend: ProxyBackend | None = None,
             finally:
                 answer.close()
 
+        def _send_chunked(self, answer: Answer) -> None:
+            """A stream: one HTTP chunk per piece, each sent as soon as it is there."""
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in answer.chunks():
+                if chunk:
+                    self.wfile.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+
     return Handler
 
 
 class BaseUrlServer:
     """The base-URL server, running on a background thread until :meth:`stop`."""
 
-    def __init__(self, web: FrozenWeb, host: str = "127.0.0.1", port: int = 0,
+    def __init__(self, web: FrozenWeb | None, host: str = "127.0.0.1", port: int = 0,
                  log: ServeLog | None = None, backend: ProxyBackend | None = None,
-                 judges: JudgeService | None = None) -> None:
+                 judges: JudgeService | None = None,
+                 recorder: Forwarder | None = None) -> None:
         self.web = web
         self.log = log or ServeLog()
         self.backend = backend
         self.judges = judges
         try:
-            self._server = _Server((host, port), _handler(web, self.log, backend, judges))
+            self._server = _Server((host, port), _handler(web, self.log, backend, judges,
+                                                          recorder))
         except OSError as exc:
             raise port_error(host, port, exc) from None
         self._server.note = self.log.problem

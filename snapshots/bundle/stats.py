@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ambereval.snapshots.bundle.exchanges import judge_summary
 from ambereval.snapshots.bundle.index import SCHEMA_VERSION
 from ambereval.snapshots.bundle.store import Bundle
 
 
 def bundle_stats(root: str | Path) -> dict[str, Any]:
-    """Counts per table, capture states, text status, WARC files and bytes."""
+    """Counts per table, capture states, text status, WARC files and bytes, and the
+    judge exchanges a recording froze, per provider and model."""
     with Bundle.open(root) as bundle:
         q = bundle.index.one
         warcs = bundle.warc_paths()
@@ -31,6 +33,7 @@ def bundle_stats(root: str | Path) -> dict[str, Any]:
             "texts": q("SELECT COUNT(*) AS n FROM texts WHERE status = 'ok'")["n"],
             "empty_texts": q("SELECT COUNT(*) AS n FROM texts WHERE status != 'ok'")["n"],
             "links": q("SELECT COUNT(*) AS n FROM links")["n"],
+            "judge_exchanges": judge_summary(bundle.index),
             "records": q("SELECT COUNT(*) AS n FROM records")["n"],
             "warc_files": len(warcs),
             "warc_bytes": sum(p.stat().st_size for p in warcs if p.exists()),

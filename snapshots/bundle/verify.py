@@ -16,7 +16,10 @@ Checks, stopping at the first mismatch (reported with file, offset and record id
 4. captures and texts: each capture's response came from its URL and holds the payload
    it names, each text is its conversion record's, extracted from that payload;
 5. claims and reports: each claim's text and links are those of its last WARC metadata
-   record, each report's id is the sha256 of its archived text.
+   record, each report's id is the sha256 of its archived text;
+6. judge exchanges (``amber serve --record``): each points at a request/response pair
+   holding the payload it names, a stream's chunk lengths are its metadata record's
+   and add up to that payload.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from urllib.parse import unquote, urlsplit
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ambereval.snapshots.bundle import manifest
+from ambereval.snapshots.bundle.exchanges import check_exchanges
 from ambereval.snapshots.bundle.signing import SignatureProblem, check_signed_data
 from ambereval.snapshots.bundle.store import (
     INDEX_PATH,
@@ -540,6 +544,10 @@ def verify_bundle(root: str | Path, require_signature: bool = False,
         _check_index(bundle)
         _check_captures_and_texts(bundle, seen)
         _check_claims_and_reports(bundle)
+        found = check_exchanges(bundle.index, seen.payloads,
+                                lambda rid: bundle.read_record(rid).body)
+        if found is not None:
+            raise _Stop(Mismatch(str(INDEX_PATH), None, found[0], found[1]))
     except _Stop as stop:
         report.mismatch = stop.mismatch
     finally:
