@@ -129,6 +129,7 @@ def test_openai_streams_and_the_async_client_at_once(served: Served) -> None:
 
     answers = asyncio.run(many())
     assert len(set(answers)) == 24 and all(a.startswith("answer ") for a in answers)
+    assert served.fake is not None and served.fake.peak > 1  # the served judge, concurrently
 
 
 def test_gemini_sdk_with_environment_variables_only(served: Served) -> None:
