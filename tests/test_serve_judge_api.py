@@ -104,7 +104,7 @@ def test_json_modes_and_schemas_parse_into_the_clients_types(served: Served) -> 
     assert isinstance(json.loads(graded.choices[0].message.content)["score"], int)
 
 
-def test_openai_streams_and_the_async_client_at_once(served: Served) -> None:
+def test_openai_streams_and_the_async_client_at_once(served: Served, tmp_path: Path) -> None:
     client = openai.OpenAI()
     chunks = list(client.chat.completions.create(
         model="x", stream=True, stream_options={"include_usage": True},
@@ -115,8 +115,8 @@ def test_openai_streams_and_the_async_client_at_once(served: Served) -> None:
     assert text == plain.choices[0].message.content
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
 
-    async def many() -> list[str]:
-        aclient = openai.AsyncOpenAI()
+    async def many(base: str) -> list[str]:
+        aclient = openai.AsyncOpenAI(base_url=base)
         sem = asyncio.Semaphore(16)
 
         async def one(i: int) -> str:
@@ -127,9 +127,13 @@ def test_openai_streams_and_the_async_client_at_once(served: Served) -> None:
 
         return await asyncio.gather(*(one(i) for i in range(24)))
 
-    answers = asyncio.run(many())
+    # each request is held until 4 are in flight together: served concurrently, or never
+    with FakeJudgeServer(gate=4) as gated:
+        server, _ = start(tmp_path, fake=gated)
+        with server:
+            answers = asyncio.run(many(f"{server.url}/v1"))
     assert len(set(answers)) == 24 and all(a.startswith("answer ") for a in answers)
-    assert served.fake is not None and served.fake.peak > 1  # the served judge, concurrently
+    assert gated.peak >= 4
 
 
 def test_gemini_sdk_with_environment_variables_only(served: Served) -> None:
