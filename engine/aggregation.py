@@ -102,6 +102,12 @@ def pooled_depth(docs: list[dict[str, Any]], rules: dict[str, Any] | None
     return _mean(rates), dict(sorted(pools.items()))
 
 
+def _played(doc: dict[str, Any]) -> bool:
+    """Whether any judge played a depth game on this report."""
+    return any(_number((((by or {}).get("deepeval") or {}).get("depth") or {}).get("wins"))
+               for by in (doc.get("judges") or {}).values())
+
+
 def report_row(doc: dict[str, Any], protocols: list[str]) -> dict[str, Any]:
     """A per-report row of the run table: system, report, task, ``protocol.dimension``."""
     row: dict[str, Any] = {"system": doc["system"], "report": doc["report"],
@@ -131,10 +137,10 @@ def system_rows(docs: list[dict[str, Any]], protocols: list[str],
             row[c], valid[c] = _mean(values), len(values)
         pooled: dict[str, Any] = {}
         if "deepeval" in protocols and "deepeval.depth" in columns:
-            row["deepeval.depth"], games = pooled_depth(
-                [d for d in docs if d["system"] == name], rules)
+            mine_docs = [d for d in docs if d["system"] == name]
+            row["deepeval.depth"], games = pooled_depth(mine_docs, rules)
             pooled["deepeval.depth"] = games
-            valid["deepeval.depth"] = sum(g["reports"] for g in games.values())
+            valid["deepeval.depth"] = sum(1 for d in mine_docs if _played(d))
         nulls: dict[str, list[str]] = {}
         for p in protocols:
             summary = summary_of(p, rules)
