@@ -76,8 +76,9 @@ def run_cmd(
         "--rule", help="Switch an aggregation rule (depth_no_decisive=null|zero, "
         "deepeval_average=table1|all6); default: as the run recorded (repeatable).")] = None,
 ) -> None:
-    """The system table from the run's reports, aggregated as the published tables are
-    (DeepEval depth pooled per judge; summaries from column means), without a judge.
+    """A run's system table again, from its reports, as the published tables aggregate.
+
+    DeepEval depth pooled per judge, summaries from column means; no judge is asked.
 
     Example: amber aggregate run runs/lrb --rule depth_no_decisive=zero
     """

@@ -66,7 +66,7 @@ def evaluate_cmd(
     ledger_mode: Annotated[str, typer.Option(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
     rule: Annotated[list[str] | None, typer.Option(
-        "--rule", help="Switch one of the protocols' [our rule]s, e.g. c1_empty=zero "
+        "--rule", help="Switch one of the protocols' own rules, e.g. c1_empty=zero "
         "(DailyReport) or depth_no_decisive=zero (DeepEval); docs/notes/aggregation.md "
         "lists DR3's and DeepEval's (repeatable; recorded in manifest.json).")] = None,
     executor: Annotated[str, typer.Option(
