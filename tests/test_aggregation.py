@@ -261,3 +261,39 @@ def test_diff_with_a_run_aggregated_the_old_way(run: Path, tmp_path: Path) -> No
     again = CliRunner().invoke(app, ["aggregate", "run", str(old), "--json"])
     assert [s["deepeval.depth"] for s in json.loads(again.stdout)["systems"]] == \
         [66.6667, None]
+
+
+def test_checklist_items_whose_call_failed() -> None:
+    from ambereval.engine.judging import checklist_score
+
+    rows = [{"pass": True}, {"pass": True}, {"pass": False}, {"pass": False, "error": "x"}]
+    assert checklist_score(rows, "exclude") == round(100 * 2 / 3, 4)  # DR3 IF's reference
+    assert checklist_score(rows, "fail") == 50.0  # 2 of 4
+    assert checklist_score(rows, "null-dimension") is None  # LRB drops the report
+    # presentation: a fixed denominator of 10 items (rows the parser decided are not here)
+    assert checklist_score(rows, "fail", total=10) == 20.0
+    assert checklist_score(rows, "exclude", total=10) == round(100 * 2 / 9, 4)
+    every = [{"pass": False, "error": "x"}, {"pass": False, "error": "y"}]
+    assert all(checklist_score(every, r) is None for r in ("exclude", "fail", "null-dimension"))
+
+
+def test_rules_parse_record_and_read_back() -> None:
+    from ambereval.engine.protocols.switches import (
+        from_manifest,
+        parse_run_rules,
+        protocol_rules,
+    )
+    from ambereval.errors import InputError
+
+    rules = parse_run_rules(["depth_no_decisive=zero", "c1_empty=zero"])
+    assert rules["depth_no_decisive"] == "zero" and rules["c1_empty"] == "zero"
+    assert rules["deepeval_average"] == "table1" and rules["fa_claims"] == "cited-sentences"
+    recorded = {"deepeval": protocol_rules("deepeval", rules),
+                "dr3": protocol_rules("dr3", rules)}
+    assert recorded["deepeval"]["depth_no_decisive"] == "zero"
+    assert "depth_no_decisive" not in recorded["dr3"]
+    assert from_manifest(recorded)["depth_no_decisive"] == "zero"
+    with pytest.raises(InputError, match="rule depth_no_decisive must be one of null, zero"):
+        parse_run_rules(["depth_no_decisive=never"])
+    with pytest.raises(InputError, match="unknown rule 'nope=1'"):
+        parse_run_rules(["nope=1"])
