@@ -1,4 +1,5 @@
-"""``amber aggregate dailyreport``: recompute DailyReport's aggregates from any scores."""
+"""``amber aggregate dailyreport``: recompute DailyReport's aggregates from any scores;
+``amber aggregate run``: a run's system figures again, from its per-report documents."""
 
 from __future__ import annotations
 
@@ -65,3 +66,33 @@ def dailyreport_cmd(
         value = result[key]
         table.add_row(key, "null" if value is None else f"{value:.4g}")
     stdout.print(table)
+
+
+@app.command("run")
+def run_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory of `amber evaluate`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    rule: Annotated[list[str] | None, typer.Option(
+        "--rule", help="Switch an aggregation rule (depth_no_decisive=null|zero, "
+        "deepeval_average=table1|all6); default: as the run recorded (repeatable).")] = None,
+) -> None:
+    """A run's system table again, from its reports, as the published tables aggregate.
+
+    DeepEval depth pooled per judge, summaries from column means; no judge is asked.
+
+    Example: amber aggregate run runs/lrb --rule depth_no_decisive=zero
+    """
+    from ambereval.cli.output import print_scores
+    from ambereval.engine.runs.reaggregate import aggregate_run
+
+    with handled():
+        result = aggregate_run(run_dir, rule)
+    if as_json:
+        print_json(result)
+        return
+    print_scores(f"Run {run_dir} ({result['aggregation']}, "
+                 f"{', '.join(f'{k}={v}' for k, v in result['rules'].items())})",
+                 result["columns"], result["systems"])
+    if result["missing"]:
+        stdout.print(f"{len(result['missing'])} planned reports not written (the run did "
+                     "not finish): left out")

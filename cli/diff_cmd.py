@@ -75,6 +75,8 @@ def _render(diff: dict[str, Any], limit: int) -> None:
                          f"{escape(p['starts'])} ...")
         for name in diff["reports"][side]:
             stdout.print(f"report only in {side[-1].upper()}: {escape(name)}")
+    if diff.get("aggregation"):
+        stdout.print(f"aggregation: {escape(diff['aggregation']['note'])}")
     for a, b in diff["judges_paired"].items():
         stdout.print(f"judges paired: {escape(a)} (A) with {escape(b)} (B)")
     if diff["systems"]:

@@ -66,9 +66,9 @@ def evaluate_cmd(
     ledger_mode: Annotated[str, typer.Option(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
     rule: Annotated[list[str] | None, typer.Option(
-        "--rule", help="Switch one of DailyReport's rules, e.g. c1_empty=zero; the "
-        "README's \"The three protocols\" lists them "
-        "(repeatable; recorded in manifest.json).")] = None,
+        "--rule", help="Switch one of the protocols' own rules, e.g. c1_empty=zero "
+        "(DailyReport) or depth_no_decisive=zero (DeepEval); docs/notes/aggregation.md "
+        "lists DR3's and DeepEval's (repeatable; recorded in manifest.json).")] = None,
     executor: Annotated[str, typer.Option(
         "--executor", help="auto (reports in parallel with a served judge), sequential, "
         "threads, processes (worker processes on this machine, each with its own judge and "
@@ -149,9 +149,9 @@ def evaluate_cmd(
                                            else f"ray://{ray_address}").hostname
                                   if ray_address else None) if h)
         install_offline_guard(allow)
-        from ambereval.engine.protocols.dailyreport_math import parse_rules
+        from ambereval.engine.protocols.switches import parse_run_rules
 
-        rules = parse_rules(invocation.rules or None)
+        rules = parse_run_rules(invocation.rules or None)
         protocols = invocation.protocols
         if any(p not in PROTOCOLS for p in protocols):
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")

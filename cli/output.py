@@ -179,9 +179,17 @@ def print_scores(title: str, columns: list[str], systems: list[dict[str, Any]]) 
     unbounded = console.options.update(max_width=1 << 20)
     if Measurement.get(console, unbounded, wide).maximum <= console.width:
         console.print(wide)
-        return
-    tall = Table("dimension", *[escape(f"{s['system']} ({s.get('reports', '?')})")
-                                for s in systems], title=title)
-    for column in columns:
-        tall.add_row(escape(column), *[fmt(s.get(column)) for s in systems])
-    console.print(tall)
+    else:
+        tall = Table("dimension", *[escape(f"{s['system']} ({s.get('reports', '?')})")
+                                    for s in systems], title=title)
+        for column in columns:
+            tall.add_row(escape(column), *[fmt(s.get(column)) for s in systems])
+        console.print(tall)
+    for row in systems:  # the games behind a pooled win rate, per judge
+        for column, games in sorted((row.get("pooled") or {}).items()):
+            per_judge = "; ".join(
+                f"{escape(j)} {g['wins']}-{g['losses']}-{g['ties']} -> {fmt(g['win_rate'])}"
+                for j, g in games.items())
+            if per_judge:
+                console.print(f"{escape(str(row['system']))} {column}, games pooled "
+                              f"(wins-losses-ties): {per_judge}", highlight=False)

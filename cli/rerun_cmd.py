@@ -73,6 +73,14 @@ def rerun_cmd(
             t.add_row(d["column"], f"{d['max_spread']:.4g}", f"{d['mean_spread']:.4g}",
                       f"{d['reports_moved']} of {d['reports']}")
         stdout.print(t)
+        moved_systems = [d for d in result["systems"] if d["spread"] or d["null_in_some_runs"]]
+        if moved_systems:
+            t = Table("system", "column", "spread", "values",
+                      title="System figures that moved (DeepEval depth: games pooled)")
+            for d in moved_systems[:limit]:
+                t.add_row(escape(d["system"]), d["column"], f"{d['spread']:.4g}",
+                          ", ".join("-" if v is None else f"{v:.4g}" for v in d["values"]))
+            stdout.print(t)
         if result["verdicts"]:
             t = Table("report", "judge", "dimension", "item", "run", "reruns",
                       title="Verdicts that changed")

@@ -140,7 +140,8 @@ DEPTH_CRITERIA = ("granularity", "layers", "critical", "evidence", "density")
 def pairwise_depth(judge: Judge, query: str, target: str, baseline: str,
                    max_chars: int = 6000, tie_margin: int = 1) -> dict[str, Any]:
     """Two games (target first, then baseline first); a game is a tie when the totals
-    differ by at most ``tie_margin``. Win rate excludes ties (0 with no decisive game)."""
+    differ by at most ``tie_margin``. Win rate excludes ties (null with no decisive game);
+    a game whose call failed is left out [our rule ``depth_game_error=drop-game``]."""
     scores = {"type": "object", "properties": {
         c: {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]} for c in DEPTH_CRITERIA},
         "required": list(DEPTH_CRITERIA), "additionalProperties": False}
@@ -172,5 +173,24 @@ def pairwise_depth(judge: Judge, query: str, target: str, baseline: str,
             "clipped_chars": a.cut_chars + b.cut_chars}
 
 
-def win_rate(wins: int, losses: int) -> float:
-    return 100.0 * wins / (wins + losses) if wins + losses else 0.0
+def win_rate(wins: int, losses: int) -> float | None:
+    """wins / (wins + losses) × 100; null (never 0) without a decisive game."""
+    return 100.0 * wins / (wins + losses) if wins + losses else None
+
+
+def checklist_score(rows: list[dict[str, Any]], on_error: str = "exclude",
+                    total: int | None = None) -> float | None:
+    """100 × passes / items of judged checklist ``rows`` (``pass``, and ``error`` when the
+    call failed); ``total``: the denominator when it is fixed (presentation's 10 items,
+    some of which the parser decided). Errored items, by ``on_error``: ``exclude`` them
+    from the denominator (DR3-Eval's reference), ``null-dimension`` (any error makes the
+    score null: the reference drops the report from the criterion) or ``fail``. With
+    every item errored the score is null whatever the rule."""
+    errors = sum(1 for r in rows if r.get("error"))
+    denominator = len(rows) if total is None else total
+    if not rows or errors == len(rows) or (errors and on_error == "null-dimension"):
+        return None
+    if on_error == "exclude":
+        denominator -= errors
+    passes = sum(1 for r in rows if r.get("pass") and not r.get("error"))
+    return round(100.0 * passes / denominator, 4) if denominator else None

@@ -135,7 +135,7 @@ def test_dr3_and_deepeval_runs_do_not_depend_on_concurrency(tmp_path: Path,
     calls_made = one["stats"]["totals"]["calls"]
     assert calls_made > 10 and many["stats"]["totals"]["calls"] == calls_made
     manifest = json.loads((tmp_path / "n32" / "manifest.json").read_text())
-    assert manifest["format"] == "amber-run/2"
+    assert manifest["format"] == "amber-run/3"
     assert sorted(manifest["reports"]) == sorted(
         p.name for p in (tmp_path / "n32" / "reports").iterdir())
     assert [r["report_id"][:12] for r in many["reports"]] == [

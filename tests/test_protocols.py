@@ -36,7 +36,7 @@ def test_count_table_boundaries_and_win_rate() -> None:
     expected = {0: 100, 1: 90, 2: 90, 3: 80, 4: 80, 5: 70, 6: 70, 7: 60, 8: 60, 9: 50, 10: 50,
                 11: 40, 12: 40, 13: 30, 14: 30, 15: 20, 17: 20, 18: 10, 50: 10}
     assert {n: count_to_score(n) for n in expected} == expected
-    assert win_rate(0, 0) == 0.0  # ties only: no decisive game
+    assert win_rate(0, 0) is None  # ties only: no decisive game, null (never 0)
     assert win_rate(1, 1) == 50.0 and win_rate(2, 0) == 100.0
 
 
@@ -86,7 +86,7 @@ def test_deepeval_arithmetic_with_a_scripted_judge(tmp_path: Path, embedder: Emb
     assert [n for n, m in methods.items() if m == "parser"] == [3, 4, 5, 6, 8, 10]
     assert result["consistency"] == {**result["consistency"], "score": 100, "count": 0}
     assert result["coverage"]["score"] == 0.0  # every checklist item forced to fail
-    assert result["depth"]["score"] == 0.0 and result["depth"]["ties"] == 2  # 25 vs 25
+    assert result["depth"]["score"] is None and result["depth"]["ties"] == 2  # 25 vs 25
     acc = result["citation_accuracy"]
     assert acc["e1_invalid_urls"] == 19 and acc["score"] == 0.0  # nothing was captured
     assert doc["scores"]["deepeval"]["presentation"] == 90
@@ -304,11 +304,20 @@ def test_cc_matching_levels_and_false_friends() -> None:
 
 
 def test_judge_means_recompute_the_average() -> None:
-    from ambereval.engine.runs.report_job import mean_scores
+    from ambereval.engine.aggregation import report_scores
 
-    a = {"x": 100.0, "y": None, "average": 100.0}
-    b = {"x": 0.0, "y": 50.0, "average": 25.0}
-    assert mean_scores([a, b]) == {"x": 50.0, "y": 50.0, "average": 50.0}
+    # by hand: presentation (100+0)/2 = 50; coverage only b: 50; depth (a only) is not in
+    # Table 1's average: (50 + 50) / 2 = 50; e1 averaged (3+1)/2 = 2, not a dimension
+    a = {"presentation": 100.0, "coverage": None, "depth": 100.0, "e1_invalid_urls": 3,
+         "average": 100.0}
+    b = {"presentation": 0.0, "coverage": 50.0, "depth": None, "e1_invalid_urls": 1,
+         "average": 25.0}
+    assert report_scores("deepeval", [a, b]) == {
+        "presentation": 50.0, "coverage": 50.0, "depth": 100.0, "e1_invalid_urls": 2.0,
+        "average": 50.0}
+    # all6: (50 + 50 + 100) / 3
+    assert report_scores("deepeval", [a, b], {"deepeval_average": "all6"})["average"] == \
+        round(200 / 3, 4)
 
 
 def test_checks_against_one_page_share_its_passages(tmp_path: Path,

@@ -116,13 +116,28 @@ def test_changed_bundle_and_format(run: Path, tmp_path: Path) -> None:
     [line] = result.output.strip().splitlines()
     assert line.startswith(f"amber: error: bundle {bundle}: datapackage.json sha256 ")
     assert line.endswith(f"differs from the manifest's {'0' * 64}")
-    manifest["format"] = "amber-run/1"
+    manifest["format"] = "amber-run/9"
     (copy / "manifest.json").write_text(json.dumps(manifest))
     result = CliRunner().invoke(app, ["replay", str(copy)])
     assert result.exit_code == 2
     [line] = result.output.strip().splitlines()
-    assert f"{copy}: run directory format 'amber-run/1', this amber replays amber-run/2" \
+    assert f"{copy}: run directory format 'amber-run/9', this amber replays amber-run/3" \
         in line
+
+
+def test_a_run_aggregated_the_old_way_is_refused_naming_the_version(run: Path,
+                                                                    tmp_path: Path) -> None:
+    """amber-run/2 runs scored depth per report (0 without a decisive game) and averaged
+    every dimension: this amber cannot reproduce them; it says which one can."""
+    copy = _copy(run, tmp_path)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["format"] = "amber-run/2"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(app, ["replay", str(copy)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"amber: error: {copy}: run directory format 'amber-run/2' (aggregated before "
+        "amber-run/3): replay it with amber-eval 0.1.0, which wrote it"]
 
 
 def test_replay_imports_no_model(run: Path) -> None:

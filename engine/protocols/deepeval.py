@@ -5,6 +5,10 @@ Presentation's citation items (3, 4, 5, 6, 10), the table syntax part of item 9 
 rest, and each item records which. Consistency and citation association map a count
 through the shared table; coverage is a strict checklist; depth is two pairwise games
 against the baseline; citation accuracy walks the E1/E2/E3 tree per cited URL.
+The [our rule] switches (``switches.py``): ``checklist_item_error`` for presentation and
+coverage items whose judge call failed; ``deepeval_average`` for the report's average
+(Table 1's four columns by default). A report identical to its baseline plays no depth
+game (null, as the reference skips the baseline system).
 """
 
 from __future__ import annotations
@@ -12,16 +16,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ambereval.engine.aggregation import summarise
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import (
     DECISION_TOKENS,
     Clipped,
+    checklist_score,
     clip,
     count_to_score,
     judge_checklist,
     judge_list,
     pairwise_depth,
 )
+from ambereval.engine.protocols.switches import switch
 from ambereval.engine.report import REF_HEADINGS, Report, clean_heading
 from ambereval.errors import ModelError
 from ambereval.models import Judge
@@ -88,7 +95,8 @@ def presentation_parser_checks(report: Report) -> dict[int, bool | None]:
     }
 
 
-def presentation(judge: Judge, ctx: EvalContext, report: Clipped) -> dict[str, Any]:
+def presentation(judge: Judge, ctx: EvalContext, report: Clipped,
+                 on_error: str = "null-dimension") -> dict[str, Any]:
     decided = presentation_parser_checks(ctx.report)
     items = []
     to_judge = []
@@ -107,7 +115,8 @@ def presentation(judge: Judge, ctx: EvalContext, report: Clipped) -> dict[str, A
                       "ledger_key": result["ledger_key"],
                       **({"error": result["error"]} if "error" in result else {})})
     items.sort(key=lambda i: i["item"])
-    return {"score": 10 * sum(1 for i in items if i["pass"]), "items": items}
+    return {"score": checklist_score(items, on_error, total=len(PRESENTATION_ITEMS)),
+            "items": items}
 
 
 PRESENTATION_SYSTEM = (
@@ -172,6 +181,7 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
         entry["pairs"] = verdicts
         urls.append(entry)
     return {"score": round(100.0 * supported / pairs, 4) if pairs else None,
+            # the paper's Table 2 reports these counts (mean per report), not the share
             "e1_invalid_urls": e1, "e2_irrelevant_urls": e2, "e3_unsupported_pairs": e3,
             "pairs": pairs, "supported_pairs": supported, "urls": urls}
 
@@ -192,23 +202,27 @@ def _ask(judge: Judge, messages: list[dict[str, str]], schema: dict[str, Any],
     return answer.obj, answer.key
 
 
-def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000) -> dict[str, Any]:
+def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
+                      rules: dict[str, str] | None = None) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
+    on_error = switch(rules, "checklist_item_error")
     out: dict[str, Any] = {"clipped_chars": report.cut_chars}
-    out["presentation"] = presentation(judge, ctx, report)
+    out["presentation"] = presentation(judge, ctx, report, on_error)
     found, key = judge_list(judge, CONSISTENCY_SYSTEM, report,
                             "List the report's internal contradictions.")
     out["consistency"] = _counted(found, key)
     if ctx.task.checklist:
         checks = judge_checklist(judge, report, ctx.task.checklist)
-        out["coverage"] = {"score": round(100.0 * sum(c["pass"] for c in checks) / len(checks),
-                                          4), "items": checks}
+        out["coverage"] = {"score": checklist_score(checks, on_error), "items": checks}
     else:
         out["coverage"] = {"score": None, "reason": "task has no checklist"}
     baseline = Path(ctx.task.baseline_report) if ctx.task.baseline_report else None
-    if baseline is not None and baseline.is_file():
-        depth = pairwise_depth(judge, ctx.task.query, ctx.text,
-                               baseline.read_text(encoding="utf-8"))
+    base_text = baseline.read_text(encoding="utf-8") \
+        if baseline is not None and baseline.is_file() else None
+    if base_text is not None and base_text.strip() == ctx.text.strip():
+        out["depth"] = {"score": None, "reason": "the report is the baseline report"}
+    elif base_text is not None:
+        depth = pairwise_depth(judge, ctx.task.query, ctx.text, base_text)
         out["depth"] = {"score": depth["win_rate"], **depth}
     else:
         why = "task has no baseline report" if baseline is None else \
@@ -221,6 +235,8 @@ def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000) -
     dims = ("presentation", "consistency", "coverage", "depth", "citation_association",
             "citation_accuracy")
     out["scores"] = {d: out[d]["score"] for d in dims}
-    present = [v for v in out["scores"].values() if v is not None]
-    out["scores"]["average"] = round(sum(present) / len(present), 4) if present else None
+    out["scores"]["average"] = summarise("deepeval", out["scores"], rules)
+    accuracy = out["citation_accuracy"]
+    for count in ("e1_invalid_urls", "e2_irrelevant_urls", "e3_unsupported_pairs"):
+        out["scores"][count] = accuracy[count]
     return out

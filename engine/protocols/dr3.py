@@ -20,14 +20,21 @@ import re
 import unicodedata
 from typing import Any
 
+from ambereval.engine.aggregation import summarise
 from ambereval.engine.eval_context import EvalContext
-from ambereval.engine.judging import DECISION_TOKENS, clip, judge_checklist, judge_choice
+from ambereval.engine.judging import (
+    DECISION_TOKENS,
+    checklist_score,
+    clip,
+    judge_checklist,
+    judge_choice,
+)
+from ambereval.engine.protocols.switches import FIXED, switch
 from ambereval.engine.tasks import RequiredDocument
 from ambereval.errors import ModelError
 from ambereval.models import Judge
 
-RULES = {"cc_fuzzy": "token-overlap>=0.6|similarity>=0.75", "fa_claims": "cited-sentences",
-         "ir_strict": "only 1 counts"}
+RULES = {k: FIXED["dr3"][k] for k in ("cc_fuzzy", "ir_strict")}  # and fa_claims (switches)
 _TAG_TITLE = re.compile(r'^\s*(?:long_context|doc|document|file|source)\s*:\s*"?([^",]+?)"?'
                         r'\s*(?:,.*)?$', re.I)
 INSIGHT_SYSTEM = (
@@ -144,7 +151,8 @@ def fa_messages(source: str, passages: str, statement: str) -> list[dict[str, st
                                         f"Statement: {statement}"}]
 
 
-def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
+def factual_accuracy(judge: Judge, ctx: EvalContext,
+                     claims_rule: str = "cited-sentences") -> dict[str, Any]:
     by_title = ctx.urls_by_title()
     titles = list(by_title)
     claims: list[dict[str, Any]] = []
@@ -163,8 +171,9 @@ def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
                 sources.append(("title", name, ctx.page(by_title[best]) if best else None))
             for url in c.urls:
                 sources.append(("url", url, ctx.page(url)))
-        if not sources and not any(ch.isdigit() for ch in text):
-            continue  # not a factual sentence for FA: no source and no figure
+        if not sources and (claims_rule == "cited-only" or
+                            not any(ch.isdigit() for ch in text)):
+            continue  # not a claim for FA: no source (and no figure, by the contract)
         checks: list[dict[str, Any]] = []
         for _kind, name, page in sources:
             if page is None or not page.valid:
@@ -199,26 +208,31 @@ def factual_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
             "claims": claims}
 
 
-def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000) -> dict[str, Any]:
+def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
+                 rules: dict[str, str] | None = None) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
-    out: dict[str, Any] = {"clipped_chars": report.cut_chars, "rules": dict(RULES)}
+    claims_rule = switch(rules, "fa_claims")
+    out: dict[str, Any] = {"clipped_chars": report.cut_chars,
+                           "rules": {**RULES, "fa_claims": claims_rule}}
     out["ir_uf"] = _insights(judge, ctx, ctx.task.insights_user_files, report)
     out["ir_sc"] = _insights(judge, ctx, ctx.task.insights_sandbox, report)
     out["cc"] = citation_coverage(ctx)
-    out["fa"] = factual_accuracy(judge, ctx)
+    out["fa"] = factual_accuracy(judge, ctx, claims_rule)
     if ctx.task.checklist:
         checks = judge_checklist(judge, report, ctx.task.checklist, system=IF_SYSTEM)
-        out["if"] = {"score": round(100.0 * sum(c["pass"] for c in checks) / len(checks), 4),
-                     "items": checks}
+        # errored items leave the denominator, as in the reference (all errored: null)
+        out["if"] = {"score": checklist_score(checks, "exclude"), "items": checks}
     else:
         out["if"] = {"score": None, "reason": "task has no checklist"}
     value, reason, key = judge_choice(judge, DEPTH_SYSTEM, report,
                                       f"Request: {ctx.task.query}\nScore the depth.",
                                       list(range(1, 11)))
-    out["dq"] = {"score": 10 * value, "raw": value, "reason": reason, "ledger_key": key}
+    if reason:  # the judge gave no usable score: undefined, not the lowest [dq_judge_error]
+        out["dq"] = {"score": None, "raw": None, "reason": reason, "ledger_key": key}
+    else:
+        out["dq"] = {"score": 10 * value, "raw": value, "reason": reason, "ledger_key": key}
     dims = ("ir_uf", "ir_sc", "cc", "fa", "if", "dq")
     out["scores"] = {d: out[d]["score"] for d in dims}
-    present = [v for v in out["scores"].values() if v is not None]
-    out["scores"]["avg"] = round(sum(present) / len(present), 4) if present else None
+    out["scores"]["avg"] = summarise("dr3", out["scores"], rules)
     out["null_columns"] = [d for d in dims if out["scores"][d] is None]
     return out

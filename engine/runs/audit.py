@@ -38,6 +38,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ambereval.engine.aggregation import system_rows
+from ambereval.engine.protocols.switches import from_manifest
 from ambereval.engine.runs.audit_data import (
     OUTCOMES,
     Audit,
@@ -71,12 +73,14 @@ def _load_evaluate(loader: RunLoader, run_dir: Path) -> Audit:
                                "fields it lacks are not shown")
     digests = manifest.get("bundles") or {}
     reports: list[AuditReport] = []
+    docs: list[dict[str, Any]] = []
     for fname in manifest.get("reports") or []:
         path = run_dir / "reports" / fname
         if not path.is_file():
             loader.warnings.append(f"reports/{fname} missing: the run did not finish")
             continue
         doc = read_json(path)
+        docs.append(doc)
         bundle = loader.bundle(doc["bundle"], digests.get(doc["bundle"]))
         text = report_text(bundle, doc.get("report_id"))
         rep = AuditReport(key=fname, name=doc.get("report", fname),
@@ -104,7 +108,7 @@ def _load_evaluate(loader: RunLoader, run_dir: Path) -> Audit:
         loader.warnings.append("run.json missing: the run did not finish; scores are "
                                "from the reports written so far")
         columns = sorted({c for r in reports for c in r.scores})
-        systems = _systems(reports, columns)
+        systems = _systems(docs, manifest, columns)
     inputs = {k: manifest.get(k) for k in ("protocols", "judges", "embedder", "seed",
                                            "rules", "tasks_sha256", "software",
                                            "report_clip_chars", "retriever", "prompts")
@@ -113,16 +117,13 @@ def _load_evaluate(loader: RunLoader, run_dir: Path) -> Audit:
                  reports, inputs=inputs)
 
 
-def _systems(reports: list[AuditReport], columns: list[str]) -> list[dict[str, Any]]:
-    out = []
-    for name in sorted({r.system for r in reports}):
-        mine = [r for r in reports if r.system == name]
-        row: dict[str, Any] = {"system": name, "reports": len(mine)}
-        for c in columns:
-            values = [r.scores[c] for r in mine if isinstance(r.scores.get(c), (int, float))]
-            row[c] = round(sum(values) / len(values), 4) if values else None
-        out.append(row)
-    return out
+def _systems(docs: list[dict[str, Any]], manifest: dict[str, Any],
+             columns: list[str]) -> list[dict[str, Any]]:
+    """The system rows of a run that did not finish, from the reports it wrote, as the
+    run would have aggregated them (``engine/aggregation.py``: DeepEval depth pooled)."""
+    protocols = list(manifest.get("protocols") or
+                     sorted({c.partition(".")[0] for c in columns}))
+    return system_rows(docs, protocols, from_manifest(manifest.get("rules")), columns)
 
 
 VERIFY_COLUMNS = ["verify.correct", "verify.incorrect", "verify.unknown"]

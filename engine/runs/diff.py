@@ -24,6 +24,10 @@ Output format ``amber-diff/1``:
   ``verdicts``   [{report, system, judge, item, dimension, text, a, b, change}] most
                  severe first: pass <-> fail, then a step to or from partial/unknown
   ``systems_compared``  every system of either run, sorted
+  ``aggregation`` null, or {a, b, note} when the two runs were aggregated differently
+                 (one written before ``amber-run/3``): their scores are then not
+                 compared (``scores`` and ``systems`` empty), as a change of
+                 arithmetic is not a move of the judges; verdicts still are
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from ambereval.engine.runs.audit_data import (
     datapackage_digest,
     resolve_bundle,
 )
+from ambereval.engine.runs.run_dir import OLD_AGGREGATION, RUN_FORMAT
 from ambereval.errors import InputError
 
 DIFF_FORMAT = "amber-diff/1"
@@ -127,6 +132,25 @@ def _unshared_rule(field: str, a: Audit, b: Audit) -> bool:
     return parts[1] not in set(ran_a) & set(ran_b)
 
 
+def _run_format(run_dir: Path, audit: Audit) -> str | None:
+    if audit.kind != "evaluate":
+        return None
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    return str(manifest.get("format"))
+
+
+def aggregation_change(run_a: Path, a: Audit, run_b: Path, b: Audit) -> dict[str, Any] | None:
+    """{a, b, note} when one run predates the aggregation the other used, else None."""
+    fa, fb = _run_format(run_a, a), _run_format(run_b, b)
+    if fa == fb or not ({fa, fb} & set(OLD_AGGREGATION)):
+        return None
+    old = fa if fa in OLD_AGGREGATION else fb
+    return {"a": fa, "b": fb, "note": (
+        f"the aggregation changed between {old} (amber-eval {OLD_AGGREGATION[old]}) and "
+        f"{RUN_FORMAT}: scores are not compared, verdicts are; evaluate both with one "
+        "amber to compare scores")}
+
+
 def _report_key(rep: Any) -> tuple[str, str]:
     return (rep.report_id or rep.name, rep.task or "")
 
@@ -168,8 +192,9 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
     reports = {"only_a": [reps_a[k].name for k in reps_a if k not in reps_b],
                "only_b": [reps_b[k].name for k in reps_b if k not in reps_a]}
 
+    aggregation = aggregation_change(run_a, a, run_b, b)
     scores = []
-    for k in common:
+    for k in common if aggregation is None else []:
         ra, rb = reps_a[k], reps_b[k]
         for col in sorted(set(ra.scores) | set(rb.scores)):
             va, vb = ra.scores.get(col), rb.scores.get(col)
@@ -179,7 +204,7 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
     scores.sort(key=_by_delta)
     systems = []
     sys_b = {s["system"]: s for s in b.systems}
-    for sa in a.systems:
+    for sa in a.systems if aggregation is None else []:
         sb = sys_b.get(sa["system"])
         if sb is None:
             continue
@@ -206,11 +231,12 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
                              "severity": _severity(ia_.outcome, ib_.outcome)})
     verdicts.sort(key=lambda v: (-v["severity"], v["report"], v["judge"], v["item"]))
     identical = not (inputs or prompts["only_a"] or prompts["only_b"] or scores
-                     or verdicts or reports["only_a"] or reports["only_b"])
+                     or verdicts or reports["only_a"] or reports["only_b"] or aggregation)
     return {"format": DIFF_FORMAT, "a": str(run_a), "b": str(run_b), "kind": a.kind,
             "identical": identical, "inputs": inputs, "prompts": prompts,
             "reports": reports, "judges_paired": pairing if any(
                 k != v for k, v in pairing.items()) else {},
+            "aggregation": aggregation,
             "scores": scores, "systems": systems, "verdicts": verdicts,
             "systems_compared": sorted({r.system for r in a.reports + b.reports}),
             "warnings": [f"a: {w}" for w in a.warnings] + [f"b: {w}" for w in b.warnings]}

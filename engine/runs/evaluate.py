@@ -5,7 +5,7 @@ bundle order then storage order), then :func:`evaluate_report` evaluates one rep
 returns plain data. Where and when it runs is the executor's business (``executors.py``:
 one at a time, a thread pool for a served judge; ``ray_executor.py``: a Ray cluster);
 every executor hands results back in run order to the one :class:`RunWriter`. The run
-directory's format (``amber-run/2``) is documented field by field in ``run_dir.py``.
+directory's format (``RUN_FORMAT``) is documented field by field in ``run_dir.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ambereval import __version__
+from ambereval.engine.aggregation import run_table
 from ambereval.engine.eval_context import (
     SharedEmbedder,
     reports_in,
@@ -35,7 +36,7 @@ from ambereval.engine.runs.report_job import (
     protocol_runner,
     run_ledger,
 )
-from ambereval.engine.runs.run_dir import RunWriter, merge_leftover_shards
+from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter, merge_leftover_shards
 from ambereval.engine.tasks import changed_fields, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge, RetrieverSpec
@@ -163,7 +164,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         results.append(outcome.doc)
     for _ in outcomes:  # let the executor finish (and release what it holds)
         pass
-    table = _table(results, list(protocols))
+    table = run_table(results, list(protocols), rules)
     writer.table(table)
     stats = {"executor": executor.describe(), "wall_seconds":
              round(time.monotonic() - started, 3), "reports": len(jobs),
@@ -172,7 +173,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
              "judges": executor.judge_stats(setup)}
     stats["totals"] = _totals(stats["judges"])
     writer.stats(stats)
-    return {"manifest": {"format": "amber-run/2", **manifest}, "table": table,
+    return {"manifest": {"format": RUN_FORMAT, **manifest}, "table": table,
             "reports": results, "stats": stats}
 
 
@@ -237,7 +238,7 @@ NOT_COMPARED_ON_RESUME = ("judge_cards",)
 
 def _differences(before: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
     """The manifest fields in which a run directory's recorded run and this one differ."""
-    now = {"format": "amber-run/2", **manifest}
+    now = {"format": RUN_FORMAT, **manifest}
     return [k for k in sorted(set(before) | set(now))
             if k not in NOT_COMPARED_ON_RESUME and before.get(k) != now.get(k)]
 
@@ -273,9 +274,9 @@ def finished_reports(out: Path, manifest: dict[str, Any]) -> dict[str, dict[str,
         raise InputError(f"{out}: no manifest.json: nothing to resume",
                          hint="start the run without --resume")
     before = json.loads(path.read_text(encoding="utf-8"))
-    if before.get("format") != "amber-run/2":
+    if before.get("format") != RUN_FORMAT:
         raise InputError(f"{out}: run directory format {before.get('format')!r}, this "
-                         "amber resumes amber-run/2")
+                         f"amber resumes {RUN_FORMAT}")
     differ = _differences(before, manifest)
     if differ:
         raise InputError(f"{out}: cannot resume: the inputs differ from the interrupted "
@@ -298,35 +299,14 @@ def _totals(per_judge: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def _rules(protocols: list[str], chosen: dict[str, str] | None) -> dict[str, Any]:
     from ambereval.engine.protocols.dailyreport_math import RULES as DR_RULES
-    from ambereval.engine.protocols.dr3 import RULES as DR3_RULES
+    from ambereval.engine.protocols.switches import protocol_rules
     from ambereval.engine.verification import VerifyOptions
 
     rules: dict[str, Any] = {}
     if "dailyreport" in protocols:
-        rules["dailyreport"] = {**DR_RULES, **(chosen or {}),
-                                "verify": VerifyOptions().as_dict()}
-    if "dr3" in protocols:
-        rules["dr3"] = dict(DR3_RULES)
-    if "deepeval" in protocols:
-        rules["deepeval"] = {"depth_tie_margin": 1, "depth_clip_chars": 6000}
+        mine = {k: v for k, v in (chosen or {}).items() if k in DR_RULES}
+        rules["dailyreport"] = {**DR_RULES, **mine, "verify": VerifyOptions().as_dict()}
+    for p in ("dr3", "deepeval"):
+        if p in protocols:
+            rules[p] = protocol_rules(p, chosen)
     return rules
-
-
-def _table(results: list[dict[str, Any]], protocols: list[str]) -> dict[str, Any]:
-    rows = []
-    for r in results:
-        row: dict[str, Any] = {"system": r["system"], "report": r["report"], "task": r["task"]}
-        for p in protocols:
-            for k, v in (r["scores"].get(p) or {}).items():
-                row[f"{p}.{k}"] = v
-        rows.append(row)
-    columns = sorted({k for row in rows for k in row} - {"system", "report", "task"})
-    systems: dict[str, dict[str, Any]] = {}
-    for name in sorted({row["system"] for row in rows}):
-        mine = [row for row in rows if row["system"] == name]
-        means: dict[str, Any] = {"system": name, "reports": len(mine)}
-        for c in columns:
-            values = [row[c] for row in mine if isinstance(row.get(c), (int, float))]
-            means[c] = round(sum(values) / len(values), 4) if values else None
-        systems[name] = means
-    return {"columns": columns, "rows": rows, "systems": list(systems.values())}

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ambereval.engine.aggregation import run_table
 from ambereval.engine.eval_context import (
     VERIFY_INDEX_STEP,
     VERIFY_SEARCH_STEP,
@@ -34,9 +35,10 @@ from ambereval.engine.eval_context import (
     search_key,
 )
 from ambereval.engine.evidence import Page
-from ambereval.engine.runs.evaluate import _table, plan_reports
+from ambereval.engine.protocols.switches import from_manifest
+from ambereval.engine.runs.evaluate import plan_reports
 from ambereval.engine.runs.report_job import RunSetup, evaluate_report
-from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter
+from ambereval.engine.runs.run_dir import OLD_AGGREGATION, RUN_FORMAT, RunWriter
 from ambereval.errors import AmberError, BundleError, InputError, LedgerMiss, ReplayDifference
 from ambereval.models import Chunk, ChunkParams, Hit, RetrieverSpec
 from ambereval.models.chunk_source import ChunkSource
@@ -247,6 +249,11 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
         raise InputError(f"{run_dir}: no manifest.json (not a run directory)",
                          hint="give the directory `amber evaluate --out` wrote")
     manifest = json.loads(path.read_text(encoding="utf-8"))
+    if manifest.get("format") in OLD_AGGREGATION:  # its per-report scores and table
+        fmt = manifest["format"]                    # follow the aggregation of then
+        raise InputError(f"{run_dir}: run directory format {fmt!r} (aggregated before "
+                         f"{RUN_FORMAT}): replay it with amber-eval "
+                         f"{OLD_AGGREGATION[fmt]}, which wrote it")
     if manifest.get("format") != RUN_FORMAT:
         raise InputError(f"{run_dir}: run directory format {manifest.get('format')!r}, "
                          f"this amber replays {RUN_FORMAT}",
@@ -382,8 +389,7 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
     ledger = Ledger(run / "ledger.sqlite", "replay")
     judges = [(name, ledger_judge(name, model, ledger, manifest["seed"]))
               for name, model in manifest["judges"].items()]
-    dr_rules = (manifest.get("rules") or {}).get("dailyreport")
-    rules = {k: v for k, v in dr_rules.items() if k != "verify"} if dr_rules else None
+    rules = from_manifest(manifest.get("rules"))
     records = RunRecord()
     embedder = RecordedEmbedder(manifest["embedder"]) if had_embedder else None
 
@@ -413,7 +419,7 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
                 writer.retrieval(job.fname, doc.pop("retrieval", []))
                 writer.report(job.fname, doc)
                 docs.append(doc)
-            writer.table(_table(docs, protocols))
+            writer.table(run_table(docs, protocols, rules))
             files = []
             for fname in manifest["reports"]:
                 files += [f"reports/{fname}", f"retrieval/{Path(fname).stem}.jsonl"]

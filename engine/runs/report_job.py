@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ambereval.engine.aggregation import report_scores
 from ambereval.engine.eval_context import SharedEmbedder, open_context
 from ambereval.engine.tasks import Task
 from ambereval.errors import InputError
@@ -30,26 +31,6 @@ def protocol_runner(protocol: str) -> Callable[..., dict[str, Any]]:
         from ambereval.engine.protocols.deepeval import evaluate_deepeval
         return evaluate_deepeval
     raise InputError(f"unknown protocol {protocol!r} (dailyreport, dr3, deepeval or all)")
-
-
-SUMMARY_KEYS = ("avg", "average")  # recomputed from the averaged dimensions
-NOT_DIMENSIONS = ("user_pref",)  # an ordinal: averaged too, but not part of the average
-
-
-def mean_scores(per_judge: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean over judges per dimension; the overall average is then recomputed from those
-    means (not the mean of each judge's average)."""
-    keys = sorted({k for s in per_judge if s for k in s} - set(SUMMARY_KEYS))
-    out: dict[str, Any] = {}
-    for k in keys:
-        values = [s[k] for s in per_judge if s and isinstance(s.get(k), (int, float))
-                  and not isinstance(s.get(k), bool)]
-        out[k] = round(sum(values) / len(values), 4) if values else None
-    for summary in SUMMARY_KEYS:
-        if any(s and summary in s for s in per_judge):
-            dims = [v for k, v in out.items() if v is not None and k not in NOT_DIMENSIONS]
-            out[summary] = round(sum(dims) / len(dims), 4) if dims else None
-    return out
 
 
 @dataclass(frozen=True)
@@ -115,10 +96,7 @@ def evaluate_report(job: ReportJob, setup: RunSetup,
 
         def one(unit: tuple[str, Judge, str]) -> dict[str, Any]:
             _, judge, protocol = unit
-            if protocol == "dailyreport":
-                result = runners[protocol](judge, ctx, setup.max_chars, setup.rules)
-            else:
-                result = runners[protocol](judge, ctx, setup.max_chars)
+            result = runners[protocol](judge, ctx, setup.max_chars, setup.rules)
             if tick is not None:
                 tick()
             return result
@@ -131,7 +109,8 @@ def evaluate_report(job: ReportJob, setup: RunSetup,
     per_judge: dict[str, dict[str, Any]] = {name: {} for name, _ in setup.judges}
     for (name, _, protocol), result in zip(units, results, strict=True):
         per_judge[name][protocol] = result
-    means = {p: mean_scores([per_judge[n][p].get("scores") or {} for n, _ in setup.judges])
+    means = {p: report_scores(p, [per_judge[n][p].get("scores") or {}
+                                  for n, _ in setup.judges], setup.rules)
              for p in setup.protocols}
     # "retrieval" (what passage retrieval chose) is split off by the writer into its own
     # file, RUN_DIR/retrieval/<report>.jsonl; it is not part of the per-report document.

@@ -11,6 +11,9 @@ from a ledger). The result (format ``amber-rerun/1``):
   reports moved at all; largest spread first.
 - ``verdicts``: every judged item (claim, checklist item, game, rubric...) whose verdict
   differs between the original run and any rerun, with its label in each run.
+- ``systems``: per system and column, the spread (max - min) of the system's figure
+  over the original run and its reruns (as ``run.json`` aggregates it: DeepEval depth
+  pooled over the system's games), largest first.
 - ``identical_reruns``: how many reruns scored every report exactly as the original.
 
 A deterministic judge on one machine (in-process llama.cpp, greedy, fixed seed) must
@@ -68,6 +71,27 @@ def spread(runs: list[Path]) -> list[dict[str, Any]]:
     return out
 
 
+def system_spread(runs: list[Path]) -> list[dict[str, Any]]:
+    """Per (system, column), the spread of the system's figure over ``runs``."""
+    tables = [json.loads((r / "run.json").read_text(encoding="utf-8")) for r in runs]
+    by_run = [{s["system"]: s for s in t.get("systems") or []} for t in tables]
+    columns = sorted({c for t in tables for c in t.get("columns") or []})
+    out = []
+    for system in sorted(by_run[0]):
+        for column in columns:
+            values = [b[system].get(column) for b in by_run if system in b]
+            numbers = [v for v in values if _number(v)]
+            if not numbers:
+                continue
+            out.append({"system": system, "column": column,
+                        "spread": round(max(numbers) - min(numbers), 6),
+                        "null_in_some_runs": len(values) - len(numbers),
+                        "values": values})
+    out.sort(key=lambda d: (-d["spread"], -d["null_in_some_runs"], d["system"],
+                            d["column"]))
+    return out
+
+
 def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
               threads: int | None = None, executor: str = "auto",
               progress: Callable[[str, int, int], None] | None = None,
@@ -78,7 +102,7 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
 
     Example: ``rerun_run("runs/smol", 3)["verdicts"]`` (empty for a deterministic judge)
     """
-    from ambereval.engine.protocols.dailyreport_math import parse_rules
+    from ambereval.engine.protocols.switches import parse_run_rules
     from ambereval.engine.runs.evaluate import evaluate_bundles
     from ambereval.engine.runs.executors import make_executor
     from ambereval.engine.runs.report_job import judges_width
@@ -103,7 +127,7 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
                                    threads=threads)
             evaluate_bundles(invocation.bundles, invocation.tasks, invocation.protocols,
                              judges, out, embedder, progress, invocation.clip_chars,
-                             parse_rules(invocation.rules or None), runner,
+                             parse_run_rules(invocation.rules or None), runner,
                              invocation=invocation)
         finally:
             for _, judge in judges:
@@ -123,4 +147,5 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
     return {"format": RERUN_FORMAT, "run": str(run), "times": times,
             "reruns": [str(p) for p in reruns], "identical_reruns": identical,
             "dimensions": spread([run, *reruns]),
+            "systems": system_spread([run, *reruns]),
             "verdicts": [verdicts[k] for k in sorted(verdicts)]}

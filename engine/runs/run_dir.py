@@ -1,9 +1,14 @@
-"""The run directory ``amber evaluate`` writes: format ``amber-run/2``, field by field.
+"""The run directory ``amber evaluate`` writes: format ``amber-run/3``, field by field.
+
+``amber-run/3`` (amber-eval 0.2.0) changed the aggregation, not the layout: DeepEval depth
+pooled per system, summaries from column means, undefined scores null
+(docs/notes/aggregation.md). ``amber-run/2`` runs were written by amber-eval 0.1.0.
 
 ::
 
     RUN_DIR/manifest.json      written first, before any judging
-      format                   "amber-run/2" (this layout; bumped on any change)
+      format                   "amber-run/3" (this layout and aggregation; bumped on any
+                               change of either)
       software                 "amber-eval <version>"
       protocols                the protocols run, in order
       bundles                  {bundle path: sha256 of its datapackage.json (or null)}
@@ -41,9 +46,18 @@
                                Runs written before these lines existed hold passage lines
                                only; they still replay (nothing of DailyReport verified).
     RUN_DIR/run.json, run.csv  written last: their presence means the run finished.
+      aggregation              "amber-agg/2" (engine/aggregation.py)
       columns                  "protocol.dimension" names
       rows                     one per report (system, report, task, columns), run order
-      systems                  mean per system per column
+      systems                  one per system: reports, each column (the mean of the
+                               non-null report values; DeepEval depth pooled per judge
+                               then the judges' mean; dr3.avg and deepeval.average the
+                               mean of the system's column means), valid (reports behind
+                               each column), pooled ({"deepeval.depth": {judge: wins,
+                               losses, ties, decisive, reports, win_rate}}) and
+                               null_columns ({protocol: summary columns left out})
+                               run.csv: the report rows, then one row per system with
+                               report "(system)" and an empty task
     RUN_DIR/ledger.sqlite      every judge call (models/ledger.py), keyed by the sha256 of
                                its canonical request; compare runs by rows in key order
     RUN_DIR/.ledger-shards/<n>.sqlite  a worker's answers for a report it is evaluating
@@ -71,7 +85,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-RUN_FORMAT = "amber-run/2"
+RUN_FORMAT = "amber-run/3"
+#: formats written before the aggregation changed -> the amber-eval release that wrote them
+OLD_AGGREGATION = {"amber-run/2": "0.1.0", "amber-run/1": "0.1.0"}
 STATS_FORMAT = "amber-run-stats/1"
 SHARDS = ".ledger-shards"
 
@@ -166,4 +182,10 @@ def _csv(table: dict[str, Any]) -> str:
     for row in table["rows"]:
         writer.writerow([row["system"], row["report"], row["task"],
                          *["" if row.get(c) is None else row[c] for c in table["columns"]]])
+    for row in table.get("systems") or []:
+        writer.writerow([row["system"], SYSTEM_ROW, "",
+                         *["" if row.get(c) is None else row[c] for c in table["columns"]]])
     return buf.getvalue()
+
+
+SYSTEM_ROW = "(system)"  # run.csv's report cell on a system's row
