@@ -86,7 +86,8 @@ def test_deepeval_arithmetic_with_a_scripted_judge(tmp_path: Path, embedder: Emb
     assert [n for n, m in methods.items() if m == "parser"] == [3, 4, 5, 6, 8, 10]
     assert result["consistency"] == {**result["consistency"], "score": 100, "count": 0}
     assert result["coverage"]["score"] == 0.0  # every checklist item forced to fail
-    assert result["depth"]["score"] is None and result["depth"]["ties"] == 2  # 25 vs 25
+    # the report is its own baseline: no game is played (the reference skips that system)
+    assert result["depth"] == {"score": None, "reason": "the report is the baseline report"}
     acc = result["citation_accuracy"]
     assert acc["e1_invalid_urls"] == 19 and acc["score"] == 0.0  # nothing was captured
     assert doc["scores"]["deepeval"]["presentation"] == 90
