@@ -67,7 +67,7 @@ def evaluate_cmd(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
     rule: Annotated[list[str] | None, typer.Option(
         "--rule", help="Switch one of DailyReport's rules, e.g. c1_empty=zero; the "
-        "README's \"The three protocols\" lists them "
+        "documentation's page \"The three protocols\" (docs/protocols.md) lists them "
         "(repeatable; recorded in manifest.json).")] = None,
     executor: Annotated[str, typer.Option(
         "--executor", help="auto (reports in parallel with a served judge), sequential, "

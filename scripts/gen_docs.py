@@ -5,8 +5,9 @@
     .venv/bin/python scripts/gen_docs.py --fast     # skip examples that load the judge
     .venv/bin/python scripts/gen_docs.py --screenshot   # also retake docs/img/audit.png
 
-The CLI reference (docs/reference/cli.md) is read from the CLI itself (scripts/docs_cli.py);
-the examples are the marked console blocks of README.md and docs/, run for real
+The CLI reference (docs/reference/cli.md) is read from the CLI itself (scripts/docs_cli.py),
+the module map of docs/architecture.md from the tree (scripts/docs_layout.py), and the
+examples are the marked console blocks of README.md and docs/, run for real
 (scripts/docs_examples.py). The screenshot is taken by the browser test
 (tests/test_audit_browser.py with AMBER_DOCS_SCREENSHOT set).
 """
@@ -24,8 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from docs_cli import cli_reference  # noqa: E402
 from docs_examples import ROOT, all_sessions, regenerate  # noqa: E402
+from docs_layout import render as render_layout  # noqa: E402
 
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 SCREENSHOT = ROOT / "docs" / "img" / "audit.png"
 
 
@@ -39,6 +42,8 @@ def outputs(fast: bool = False, session: str | None = None) -> list[tuple[Path, 
     """(path, text now, text generated) for every generated file."""
     found = [(CLI_PAGE, CLI_PAGE.read_text(encoding="utf-8") if CLI_PAGE.exists() else "",
               cli_reference())]
+    layout = ARCHITECTURE.read_text(encoding="utf-8")
+    found.append((ARCHITECTURE, layout, render_layout(layout)))
     sessions = [s for s in all_sessions() if not (fast and s.slow)
                 and (session is None or session in (s.name, s.id))]
     found += list(regenerate(sessions))
