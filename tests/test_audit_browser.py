@@ -88,6 +88,7 @@ def test_audit_page_in_chromium(browser: Any, runs: Runs, tmp_path: Path) -> Non
     if target := os.environ.get("AMBER_DOCS_SCREENSHOT"):
         fa.click()  # the picture of the docs: scores, the report, one claim's evidence
         page.wait_for_selector("#evidence .ev")
+        page.evaluate("window.scrollTo(0, 0)")  # the scores first, as a reader sees them
         page.screenshot(path=target, full_page=False)
     page.close()
 
