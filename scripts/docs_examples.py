@@ -59,14 +59,16 @@ EXAMPLE = re.compile(
     r"-->\n(?:```console\n(?P<body>.*?)```\n)?", re.S)
 
 # What changes from run to run although nothing Amber does changed: times, random record
-# ids, digests, durations. An output that differs from the documented one only there, or in a large
-# count within 1% (a WARC's gzip size moves by a few bytes with its random record ids),
-# is the same output: the documented text, taken from a real run, is kept.
+# ids, digests of random bytes, durations, WARC offsets (concurrent captures finish in any
+# order). An output that differs from the documented one only there, or in a large count
+# within 1% (a WARC's gzip size moves by a few bytes with its random record ids), is the
+# same output: the documented text, taken from a real run, is kept.
 VOLATILE = re.compile(
     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?"  # ISO timestamps
     r"|(?<=amber-)\d{14}(?=-)"  # WARC file names
     r"|(?<=urn:uuid:)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
     r"|(?<=sha256)[: ]?[0-9a-f]{64}"  # digests of random bytes (a new key, a new zip)
+    r"|(?<=\.warc\.gz @ )\d+|(?m:(?<=^offset: )\d+)"  # WARC offsets
     r"|\b\d+(?:\.\d+)?(?= ?(?:s|ms)\b)"  # durations
     r"|\b\d+(?:\.\d+)?(?= ?(?:tok/s|calls/s|pages/s|MB/s|req/s)\b)")  # rates
 NUMBER = re.compile(r"\d+(?:\.\d+)?")

@@ -156,6 +156,10 @@ def test_same_output_ignores_only_what_varies_between_identical_runs() -> None:
     assert not same("Correct 4, Incorrect 0", "Correct 3, Incorrect 1")
     assert not same("score 0.033", "score 0.034")
     assert not same("a\nb", "a")
+    assert same("WARC amber-20261124215714-00001.warc.gz @ 4668, conversion record",
+                "WARC amber-20261124220135-00001.warc.gz @ 6261, conversion record")
+    assert same("offset: 4668\nbody_bytes: 516", "offset: 6261\nbody_bytes: 516")
+    assert not same("offset: 4668\nbody_bytes: 516", "offset: 4668\nbody_bytes: 517")
 
 
 def test_site_builds_strict(tmp_path: Path) -> None:
