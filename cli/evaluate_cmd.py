@@ -67,8 +67,9 @@ def evaluate_cmd(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
     rule: Annotated[list[str] | None, typer.Option(
         "--rule", help="Switch one of the protocols' own rules, e.g. c1_empty=zero "
-        "(DailyReport) or depth_no_decisive=zero (DeepEval); docs/notes/aggregation.md "
-        "lists DR3's and DeepEval's (repeatable; recorded in manifest.json).")] = None,
+        "(DailyReport) or depth_no_decisive=zero (DeepEval); the documentation's page \"The "
+        "three protocols\" (docs/protocols.md) lists them all (repeatable; recorded in "
+        "manifest.json).")] = None,
     executor: Annotated[str, typer.Option(
         "--executor", help="auto (reports in parallel with a served judge), sequential, "
         "threads, processes (worker processes on this machine, each with its own judge and "

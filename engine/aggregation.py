@@ -1,5 +1,5 @@
 """How per-judge, per-report scores become a report's scores and a system's figures, as
-the benchmarks' published tables were computed (docs/notes/aggregation.md).
+the benchmarks' published tables were computed (docs/aggregation.md).
 
 A report, several judges: per dimension the mean of the judges' non-null values; the
 protocol's summary (DR3 ``avg``, DeepEval ``average``) is then the mean of those means

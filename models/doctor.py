@@ -61,7 +61,7 @@ def llama_build_info() -> dict[str, Any]:
 def cpu_sharing() -> dict[str, Any]:
     """Cores, load, and whether llama.cpp's OpenMP threads spin while they wait. They do
     by default: fastest alone, but a judge sharing its cores with other busy processes
-    loses most of its time to spinning (README, "Sharing the cores")."""
+    loses most of its time to spinning (docs/scale.md, "Sharing the cores")."""
     cores = os.cpu_count() or 1
     try:
         load = round(os.getloadavg()[0], 2)

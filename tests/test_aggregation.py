@@ -1,4 +1,4 @@
-"""Aggregation as the published tables compute it (docs/notes/aggregation.md). Every
+"""Aggregation as the published tables compute it (docs/aggregation.md). Every
 expected number below is worked out by hand from the reference formulas:
 
 - LiveResearchBench depth (batch evaluator, then the two-judge average): per judge,

@@ -5,6 +5,7 @@ scripts in captured pages and in the report stay inert, and a screenshot is save
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,11 @@ def test_audit_page_in_chromium(browser: Any, runs: Runs, tmp_path: Path) -> Non
     linked.close()
     assert (tmp_path / "audit.png").stat().st_size > 10_000
     assert errors == [] and requests == [path.as_uri()]
+    if target := os.environ.get("AMBER_DOCS_SCREENSHOT"):
+        fa.click()  # the picture of the docs: scores, the report, one claim's evidence
+        page.wait_for_selector("#evidence .ev")
+        page.evaluate("window.scrollTo(0, 0)")  # the scores first, as a reader sees them
+        page.screenshot(path=target, full_page=False)
     page.close()
 
 

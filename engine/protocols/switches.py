@@ -1,7 +1,7 @@
 """The [our rule] switches of DR3-Eval and DeepEval, and the rules they record.
 
 Where the benchmarks' public reference code and their papers disagree, or the code cannot
-be followed (docs/notes/aggregation.md says which, and why), Amber picks one reading and
+be followed (docs/aggregation.md says which, and why), Amber picks one reading and
 names it here. A *switch* has choices (``amber evaluate --rule name=value``, recorded in
 the run manifest's ``rules``); a *fixed* rule has one value and is recorded so that a
 reader of the manifest knows it was applied.

@@ -2,7 +2,7 @@
 
 ``amber-run/3`` (amber-eval 0.2.0) changed the aggregation, not the layout: DeepEval depth
 pooled per system, summaries from column means, undefined scores null
-(docs/notes/aggregation.md). ``amber-run/2`` runs were written by amber-eval 0.1.0.
+(docs/aggregation.md). ``amber-run/2`` runs were written by amber-eval 0.1.0.
 
 ::
 

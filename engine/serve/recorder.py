@@ -9,7 +9,7 @@ plain pages, ``judge_exchanges`` for OpenAI and Gemini, see
 the datapackage manifest. A stream (server-sent events) reaches the client chunk by
 chunk as it comes and is recorded with its chunk lengths.
 
-Rules (each named here, and in ``docs/notes/recording.md``):
+Rules (each named here, and in ``docs/recording.md``):
 
 - ``NOT_FINAL_STATUS``: an answer with one of these statuses (or any 5xx) says "try
   again": it is archived (and listed in ``failures``) but does not answer the next

@@ -23,7 +23,7 @@ from typing import Any
 
 from ambereval import __version__
 
-WACZ_VERSION = "1.1.1"  # the version py-wacz (0.6) validates; see README "Formats"
+WACZ_VERSION = "1.1.1"  # the version py-wacz (0.6) validates; see docs/formats.md
 MANIFEST = "datapackage.json"
 DIGEST = "datapackage-digest.json"
 EXCLUDED_NAMES = frozenset({MANIFEST, DIGEST})
