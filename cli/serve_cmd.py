@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +22,8 @@ from ambereval.cli.judge_options import (
     check_ledger_mode,
 )
 from ambereval.cli.output import fail, handled
+from ambereval.cli.serve_lines import emit as _emit
+from ambereval.cli.serve_lines import note as _note
 
 
 def _default_ca_dir() -> Path:
@@ -30,15 +31,6 @@ def _default_ca_dir() -> Path:
 
     return amber_home() / "ca"
 
-
-def _emit(line: str) -> None:
-    sys.stdout.write(line)
-    sys.stdout.flush()
-
-
-def _note(line: str) -> None:
-    sys.stderr.write(f"amber serve: {line}\n")
-    sys.stderr.flush()
 
 
 def serve_cmd(

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from ambereval.cli.output import fail
-
-
-def _emit(line: str) -> None:
-    sys.stdout.write(line)
-    sys.stdout.flush()
-
-
-def _note(line: str) -> None:
-    sys.stderr.write(f"amber serve: {line}\n")
-    sys.stderr.flush()
+from ambereval.cli.serve_lines import emit as _emit
+from ambereval.cli.serve_lines import note as _note
 
 
 def serve_record(root: Path, bundles: list[Path] | None, host: str, port: int, proxy: bool,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def netns_available() -> bool:
+    """Whether this machine lets a test make a network namespace (``unshare -n``)."""
+    try:
+        return subprocess.run(["unshare", "-n", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from serve_helpers import free_port, options
+from serve_helpers import free_port, netns_available, options
 
 from ambereval.engine.serve.index import FrozenWeb
 from ambereval.engine.serve.judges import open_service
@@ -37,12 +37,6 @@ PIPELINE = Path(__file__).with_name("citation_pipeline.py")
 pytestmark = pytest.mark.slow
 
 
-def _netns_available() -> bool:
-    try:
-        done = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
 
 
 def client_env(exports: dict[str, str]) -> dict[str, str]:
@@ -73,7 +67,7 @@ def stop(proc: subprocess.Popen[str]) -> str:
 def test_a_pipeline_runs_live_then_replays_offline_without_the_model(tmp_path: Path) -> None:
     if find_mitmdump() is None:
         pytest.skip("mitmproxy (.venv-serve/) not installed")
-    if not _netns_available():
+    if not netns_available():
         pytest.skip("unshare -n is not permitted here")
     with FakeWeb() as web:
         urls = [web.url("/pages/eiffel.html"), web.url("/pages/louvre.html")]

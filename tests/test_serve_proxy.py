@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from serve_helpers import direct_bundle, free_port, jina_bundle
+from serve_helpers import direct_bundle, free_port, jina_bundle, netns_available
 
 from ambereval.engine.serve.proxy import find_mitmdump
 from ambereval.snapshots import Bundle
@@ -169,18 +169,12 @@ def test_pages_captured_directly_are_replayed(frozen: dict[str, Any]) -> None:
     assert "Connect" in headers["x-amber-error"]
 
 
-def _netns_available() -> bool:
-    try:
-        done = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
 
 
 def test_works_inside_a_network_namespace_with_only_loopback(frozen: dict[str, Any]) -> None:
     """Server and clients in a fresh network namespace (only lo, no DNS, no route out):
     the frozen answers still come back, so nothing upstream was ever needed."""
-    if not _netns_available():
+    if not netns_available():
         pytest.skip("unshare -n is not permitted here")
     root = frozen["root"]
     eiffel = frozen["urls"]["eiffel"]

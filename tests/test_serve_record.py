@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from fakellm import GEMINI_KEY, OPENAI_KEY, FakeGemini, FakeOpenAI
-from serve_helpers import free_port
+from serve_helpers import free_port, netns_available
 
 from ambereval.engine.serve.recorder import Recorder
 from ambereval.engine.serve.recording import recording_env
@@ -211,19 +211,13 @@ def test_replay_is_byte_identical_and_ignores_keys(recorded: dict[str, Any]) -> 
     assert len(raw["chunks"]) > 3  # the stream came back in its pieces, not in one
 
 
-def _netns_available() -> bool:
-    try:
-        return subprocess.run(["unshare", "-n", "true"], capture_output=True,
-                              timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def test_replay_inside_a_network_namespace_is_byte_identical(
         recorded: dict[str, Any]) -> None:
     """Only loopback exists: the recorded pipeline, judges included, still gets every
     answer, the same bytes, from the bundle alone."""
-    if not _netns_available():
+    if not netns_available():
         pytest.skip("unshare -n is not permitted here")
     root, port = recorded["root"], free_port()
     url = f"http://127.0.0.1:{port}"

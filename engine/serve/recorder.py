@@ -54,11 +54,12 @@ from ambereval.errors import BundleError
 from ambereval.snapshots.bundle import manifest
 from ambereval.snapshots.bundle.exchanges import CHUNKS_URI, TABLE, ensure_table
 from ambereval.snapshots.bundle.store import Bundle, dumps
-from ambereval.snapshots.capture.address_policy import AddressPolicy, BlockedAddress
+from ambereval.snapshots.capture.address_policy import AddressPolicy
 from ambereval.snapshots.capture.serper import parse_results
 from ambereval.snapshots.capture.transport import (
     Exchange,
     archived_url,
+    blocked_reason,
     http_client,
     redact_headers,
 )
@@ -284,7 +285,7 @@ class Recorder:
         except (httpx.HTTPError, OSError, ValueError) as exc:
             release()
             self._count(call.service, "failed")
-            reason = _refusal(exc)
+            reason = blocked_reason(exc)
             if reason is not None:
                 return _line(403, "Forbidden", call.service,
                              f"{archived_url(call.url)}: {reason}")
@@ -466,13 +467,3 @@ class Recorder:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _refusal(exc: BaseException) -> str | None:
-    """The address policy's reason, when it refused the connection."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, BlockedAddress):
-            return seen.reason
-        seen = seen.__cause__ or seen.__context__
-    return None

@@ -174,7 +174,8 @@ def _is_dns_failure(exc: BaseException) -> bool:
     return False
 
 
-def _blocked_reason(exc: BaseException) -> str | None:
+def blocked_reason(exc: BaseException) -> str | None:
+    """The address policy's reason, when it refused the connection behind ``exc``."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, BlockedAddress):
@@ -322,7 +323,7 @@ class Transport:
                               f"{self.policy.timeout:g} s ({exc or type(exc).__name__})")
             return exchange
         except (httpx.TransportError, OSError) as exc:
-            reason = _blocked_reason(exc)
+            reason = blocked_reason(exc)
             if reason is not None:
                 exchange.error, exchange.permanent, exchange.blocked = reason, True, True
                 return exchange
