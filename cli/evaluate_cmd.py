@@ -150,8 +150,10 @@ def evaluate_cmd(
                                   if ray_address else None) if h)
         install_offline_guard(allow)
         from ambereval.engine.protocols.dailyreport_math import parse_rules
+        from ambereval.engine.support_question import split_rules
 
-        rules = parse_rules(invocation.rules or None)
+        others, judging = split_rules(invocation.rules)
+        rules = parse_rules(others or None)
         protocols = invocation.protocols
         if any(p not in PROTOCOLS for p in protocols):
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
@@ -169,7 +171,7 @@ def evaluate_cmd(
             result = evaluate_bundles(invocation.bundles, invocation.tasks, protocols, judges,
                                       out, Embedder(), progress, invocation.clip_chars, rules,
                                       runner, resume=resume is not None,
-                                      invocation=invocation)
+                                      invocation=invocation, judging=judging)
     table = result["table"]
     truncation_warning(result["stats"]["totals"].get("truncated", 0))  # stderr: --json too
     notes = _what_was_not_scored(result["reports"])

@@ -150,6 +150,7 @@ class Judge:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[str, threading.Event] = {}  # keys being asked right now
+        self._recorded: set[str] = set()  # keys this judge asked its model (record mode)
         self._retries_before = getattr(self.backend, "retries", 0)  # a backend may be shared
 
     @property
@@ -233,10 +234,13 @@ class Judge:
         check_schema(schema)
         request = self.request(messages, schema, max_tokens)
         key = content_key(request)
-        if self.ledger is None or self.ledger.mode not in ("reuse", "replay"):
+        if self.ledger is None:
             return self._ask_model(messages, schema, max_tokens, request, key)
         while True:
-            hit = self._lookup(key, request)
+            # ``record`` asks the model afresh, but once per run: a request this judge
+            # already recorded (another protocol's identical question) is read back
+            hit = self._lookup(key, request) if self.ledger.mode in ("reuse", "replay") \
+                or key in self._recorded else None
             if hit is not None:
                 return hit
             # The same request already on its way (another report, another thread): wait
@@ -250,8 +254,11 @@ class Judge:
             pending.wait()
         try:
             # the same request may have finished between the lookup and taking the key
-            return self._lookup(key, request) or \
-                self._ask_model(messages, schema, max_tokens, request, key)
+            if self.ledger.mode in ("reuse", "replay") or key in self._recorded:
+                hit = self._lookup(key, request)
+                if hit is not None:
+                    return hit
+            return self._ask_model(messages, schema, max_tokens, request, key)
         finally:
             with self._lock:
                 self._pending.pop(key).set()
@@ -283,7 +290,7 @@ class Judge:
         except PromptError as err:  # deterministic: record it so a replay says the same
             self._count(errors=1)
             if self.ledger is not None:
-                self.ledger.put(key, request, "", None, {}, None, 0.0, error=str(err))
+                self._put(key, request, "", None, {}, None, 0.0, error=str(err))
             raise
         except ModelError:
             self._count(errors=1)
@@ -300,16 +307,21 @@ class Judge:
                                      hint="raise max_tokens or bound the schema's lengths")
             self._count(errors=1)
             if self.ledger is not None:
-                self.ledger.put(key, request, completion.raw, None, completion.usage,
+                self._put(key, request, completion.raw, None, completion.usage,
                                 completion.truncation, seconds, error=str(problem))
             raise problem from None
         self._count(calls=1, prompt_tokens=completion.usage.get("prompt_tokens", 0),
                     truncated=1 if completion.truncation else 0)
         if self.ledger is not None:
-            self.ledger.put(key, request, completion.raw, obj, completion.usage,
+            self._put(key, request, completion.raw, obj, completion.usage,
                             completion.truncation, seconds)
         return JudgeResponse(obj, completion.raw, completion.usage, key, "model",
                              completion.truncation, seconds)
+
+    def _put(self, key: str, *args: Any, **kwargs: Any) -> None:
+        assert self.ledger is not None
+        self.ledger.put(key, *args, **kwargs)
+        self._recorded.add(key)
 
     def _complete(self, messages: list[Message], schema: dict[str, Any],
                   max_tokens: int) -> tuple[Completion, float]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ambereval.engine import support_question as sq
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import (
     DECISION_TOKENS,
@@ -22,6 +23,7 @@ from ambereval.engine.judging import (
     judge_list,
     pairwise_depth,
 )
+from ambereval.engine.protocols.dr3 import doc_tag_pages
 from ambereval.engine.report import REF_HEADINGS, Report, clean_heading
 from ambereval.errors import ModelError
 from ambereval.models import Judge
@@ -123,8 +125,13 @@ def support_messages(url: str, passages: str, statement: str) -> list[dict[str, 
                                         f"Statement: {statement}"}]
 
 
-def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
-    """E1 invalid URL, E2 irrelevant page, E3 unsupported (claim, citation) pair."""
+def citation_accuracy(judge: Judge, ctx: EvalContext,
+                      support_question: str = sq.DEFAULT) -> dict[str, Any]:
+    """E1 invalid URL, E2 irrelevant page, E3 unsupported (claim, citation) pair; with
+    ``support_question=shared`` E3 is the shared three-way question read strictly."""
+    shared = sq.page_statements(ctx, [(t, p) for t, _, p in doc_tag_pages(ctx)
+                                      if p is not None]) if support_question == "shared" \
+        else {}
     by_url: dict[str, list[str]] = {}
     sentences = ctx.report.sentences
     for s in sentences:
@@ -160,15 +167,24 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
         verdicts = []
         # the page is read once: one set of passages for all its claims, so their prompts
         # share the page as a prefix (the in-process judge evaluates it once)
-        passages = "\n\n".join(ctx.page_passages(page, claims))
+        slot = shared.get(sq.page_key(page)) if shared else None
+        passages = "\n\n".join(ctx.page_passages(page, slot.statements if slot else claims))
         for claim in claims:
-            messages = support_messages(page.url, passages, claim)
-            ans, key = _ask(judge, messages, SUPPORT_SCHEMA, DECISION_TOKENS)
-            ok = bool(ans and ans["supported"])
+            if slot is not None:
+                ans, key = _ask(judge, sq.messages(slot.header, passages, claim), sq.SCHEMA,
+                                sq.MAX_TOKENS)
+                ok = bool(ans and sq.e3_supported(ans["answer"]))
+            else:
+                ans, key = _ask(judge, support_messages(page.url, passages, claim),
+                                SUPPORT_SCHEMA, DECISION_TOKENS)
+                ok = bool(ans and ans["supported"])
             supported += ok
             e3 += not ok
-            verdicts.append({"claim": claim[:300], "supported": ok, "ledger_key": key,
-                             "warc_record_id": page.text_record})
+            verdict = {"claim": claim[:300], "supported": ok, "ledger_key": key,
+                       "warc_record_id": page.text_record}
+            if slot is not None and ans:
+                verdict["answer"] = ans["answer"]
+            verdicts.append(verdict)
         entry["pairs"] = verdicts
         urls.append(entry)
     return {"score": round(100.0 * supported / pairs, 4) if pairs else None,
@@ -192,7 +208,8 @@ def _ask(judge: Judge, messages: list[dict[str, str]], schema: dict[str, Any],
     return answer.obj, answer.key
 
 
-def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000) -> dict[str, Any]:
+def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
+                      support_question: str = sq.DEFAULT) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
     out: dict[str, Any] = {"clipped_chars": report.cut_chars}
     out["presentation"] = presentation(judge, ctx, report)
@@ -217,7 +234,7 @@ def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000) -
     found, key = judge_list(judge, ASSOCIATION_SYSTEM, report,
                             "List the factual claims with a missing or mismatched citation.")
     out["citation_association"] = _counted(found, key)
-    out["citation_accuracy"] = citation_accuracy(judge, ctx)
+    out["citation_accuracy"] = citation_accuracy(judge, ctx, support_question)
     dims = ("presentation", "consistency", "coverage", "depth", "citation_association",
             "citation_accuracy")
     out["scores"] = {d: out[d]["score"] for d in dims}

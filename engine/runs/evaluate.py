@@ -36,6 +36,8 @@ from ambereval.engine.runs.report_job import (
     run_ledger,
 )
 from ambereval.engine.runs.run_dir import RunWriter, merge_leftover_shards
+from ambereval.engine.support_question import PROMPT_LAYOUT, split_rules
+from ambereval.engine.support_question import RULE as SUPPORT_RULE
 from ambereval.engine.tasks import changed_fields, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge, RetrieverSpec
@@ -93,7 +95,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
                      max_chars: int = 12_000,
                      rules: dict[str, str] | None = None,
                      executor: Any = None, resume: bool = False,
-                     invocation: Any = None) -> dict[str, Any]:
+                     invocation: Any = None,
+                     judging: dict[str, str] | None = None) -> dict[str, Any]:
     """Evaluate every report of ``bundles`` and write the run directory ``out``.
 
     ``resume``: ``out`` holds an interrupted run of the same inputs (its manifest must
@@ -113,7 +116,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     for p in protocols:
         protocol_runner(p)
     jobs = plan_reports(bundles, tasks_path)
-    setup = RunSetup(list(protocols), judges, embedder, max_chars, rules)
+    judging = {**split_rules(None)[1], **(judging or {})}
+    setup = RunSetup(list(protocols), judges, embedder, max_chars, rules, judging=judging)
     executor = executor or make_executor("auto", setup.width)
     _suggest_workers(executor, setup, len(jobs))
     if setup.width > 1 and isinstance(embedder, Embedder):
@@ -128,7 +132,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         "seed": judges[0][1].seed if judges else None,
         "embedder": embedder.identity() if embedder else None,
         "retriever": RetrieverSpec().as_dict() if embedder else None,
-        "rules": _rules(list(protocols), rules),
+        "rules": _rules(list(protocols), rules, judging),
+        "judging": {**judging, "prompt_layout": PROMPT_LAYOUT},
         "report_clip_chars": max_chars,
         "reports": [j.fname for j in jobs],
     }
@@ -296,7 +301,8 @@ def _totals(per_judge: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {k: sum(s.get(k, 0) for s in per_judge.values()) for k in keys}
 
 
-def _rules(protocols: list[str], chosen: dict[str, str] | None) -> dict[str, Any]:
+def _rules(protocols: list[str], chosen: dict[str, str] | None,
+           judging: dict[str, str]) -> dict[str, Any]:
     from ambereval.engine.protocols.dailyreport_math import RULES as DR_RULES
     from ambereval.engine.protocols.dr3 import RULES as DR3_RULES
     from ambereval.engine.verification import VerifyOptions
@@ -306,9 +312,10 @@ def _rules(protocols: list[str], chosen: dict[str, str] | None) -> dict[str, Any
         rules["dailyreport"] = {**DR_RULES, **(chosen or {}),
                                 "verify": VerifyOptions().as_dict()}
     if "dr3" in protocols:
-        rules["dr3"] = dict(DR3_RULES)
+        rules["dr3"] = {**DR3_RULES, SUPPORT_RULE: judging[SUPPORT_RULE]}
     if "deepeval" in protocols:
-        rules["deepeval"] = {"depth_tie_margin": 1, "depth_clip_chars": 6000}
+        rules["deepeval"] = {"depth_tie_margin": 1, "depth_clip_chars": 6000,
+                             SUPPORT_RULE: judging[SUPPORT_RULE]}
     return rules
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ambereval.engine.eval_context import SharedEmbedder, open_context
+from ambereval.engine.support_question import DEFAULT as SUPPORT_DEFAULT
+from ambereval.engine.support_question import RULE as SUPPORT_RULE
 from ambereval.engine.tasks import Task
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge
@@ -79,6 +81,8 @@ class RunSetup:
     rules: dict[str, str] | None = None
     #: builds each report's context (default :func:`open_context`); replay passes its own
     context_factory: Callable[..., Any] | None = None
+    #: rules of how the judge is asked (engine/support_question.py: ``support_question``)
+    judging: dict[str, str] = field(default_factory=dict)
 
     @property
     def ledger(self) -> Any:
@@ -118,7 +122,8 @@ def evaluate_report(job: ReportJob, setup: RunSetup,
             if protocol == "dailyreport":
                 result = runners[protocol](judge, ctx, setup.max_chars, setup.rules)
             else:
-                result = runners[protocol](judge, ctx, setup.max_chars)
+                result = runners[protocol](judge, ctx, setup.max_chars,
+                                           setup.judging.get(SUPPORT_RULE, SUPPORT_DEFAULT))
             if tick is not None:
                 tick()
             return result
