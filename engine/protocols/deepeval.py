@@ -222,6 +222,10 @@ def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
                                           4), "items": checks}
     else:
         out["coverage"] = {"score": None, "reason": "task has no checklist"}
+    out["depth"] = {}  # asked after citation association: the report stays the prefix
+    found, key = judge_list(judge, ASSOCIATION_SYSTEM, report,
+                            "List the factual claims with a missing or mismatched citation.")
+    association = _counted(found, key)
     baseline = Path(ctx.task.baseline_report) if ctx.task.baseline_report else None
     if baseline is not None and baseline.is_file():
         depth = pairwise_depth(judge, ctx.task.query, ctx.text,
@@ -231,9 +235,7 @@ def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
         why = "task has no baseline report" if baseline is None else \
             f"baseline report not found: {baseline}"
         out["depth"] = {"score": None, "reason": why}
-    found, key = judge_list(judge, ASSOCIATION_SYSTEM, report,
-                            "List the factual claims with a missing or mismatched citation.")
-    out["citation_association"] = _counted(found, key)
+    out["citation_association"] = association
     out["citation_accuracy"] = citation_accuracy(judge, ctx, support_question)
     dims = ("presentation", "consistency", "coverage", "depth", "citation_association",
             "citation_accuracy")

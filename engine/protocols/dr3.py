@@ -245,7 +245,7 @@ def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
     out["ir_uf"] = _insights(judge, ctx, ctx.task.insights_user_files, report)
     out["ir_sc"] = _insights(judge, ctx, ctx.task.insights_sandbox, report)
     out["cc"] = citation_coverage(ctx)
-    out["fa"] = factual_accuracy(judge, ctx, support_question)
+    out["fa"] = {}  # asked last: the report-level calls before it share the report prefix
     if ctx.task.checklist:
         checks = judge_checklist(judge, report, ctx.task.checklist, system=IF_SYSTEM)
         out["if"] = {"score": round(100.0 * sum(c["pass"] for c in checks) / len(checks), 4),
@@ -256,6 +256,7 @@ def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
                                       f"Request: {ctx.task.query}\nScore the depth.",
                                       list(range(1, 11)))
     out["dq"] = {"score": 10 * value, "raw": value, "reason": reason, "ledger_key": key}
+    out["fa"] = factual_accuracy(judge, ctx, support_question)
     dims = ("ir_uf", "ir_sc", "cc", "fa", "if", "dq")
     out["scores"] = {d: out[d]["score"] for d in dims}
     present = [v for v in out["scores"].values() if v is not None]
