@@ -268,7 +268,9 @@ class Judge:
         hit = self.ledger.get(key)
         if hit is not None and hit.get("error"):
             self._count(ledger_hits=1, errors=1)
-            raise ModelError(hit["error"])  # the same unusable answer, replayed
+            err = ModelError(hit["error"])  # the same unusable answer, replayed
+            err.from_ledger = True  # type: ignore[attr-defined]  # not a model call
+            raise err
         if hit is not None:
             usage = {"prompt_tokens": hit["prompt_tokens"] or 0,
                      "completion_tokens": hit["completion_tokens"] or 0}

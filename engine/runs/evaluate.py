@@ -27,6 +27,7 @@ from ambereval.engine.eval_context import (
     stored_task_id,
 )
 from ambereval.engine.judge_card import card_entries
+from ambereval.engine.judge_meter import SPENT_KEYS, WORK_KEYS, add_up
 from ambereval.engine.progress_count import ProgressCount
 from ambereval.engine.runs.executors import make_executor
 from ambereval.engine.runs.report_job import (
@@ -156,6 +157,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     started = time.monotonic()
     results = []
     report_seconds: dict[str, float] = {}
+    spent: dict[str, dict[str, Any]] = {}
     outcomes = iter(executor.run(pending, setup, tick))
     for job in jobs:
         if job.fname in done:
@@ -163,12 +165,14 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
             continue
         outcome = next(outcomes)
         writer.retrieval(job.fname, outcome.doc.pop("retrieval", []))
+        spent[job.fname] = outcome.doc.pop("spent", {})
         writer.report(job.fname, outcome.doc)
         report_seconds[job.fname] = round(outcome.seconds, 3)
         results.append(outcome.doc)
     for _ in outcomes:  # let the executor finish (and release what it holds)
         pass
     table = _table(results, list(protocols))
+    table["judge_work"] = work_totals(results)
     writer.table(table)
     stats = {"executor": executor.describe(), "wall_seconds":
              round(time.monotonic() - started, 3), "reports": len(jobs),
@@ -176,6 +180,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
              "report_seconds": report_seconds,
              "judges": executor.judge_stats(setup)}
     stats["totals"] = _totals(stats["judges"])
+    stats["spent"] = spent_totals(spent)
     writer.stats(stats)
     return {"manifest": {"format": "amber-run/2", **manifest}, "table": table,
             "reports": results, "stats": stats}
@@ -293,6 +298,39 @@ def finished_reports(out: Path, manifest: dict[str, Any]) -> dict[str, dict[str,
         if report.is_file():  # written atomically, after its retrieval record
             done[fname] = json.loads(report.read_text(encoding="utf-8"))
     return done
+
+
+def work_totals(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The judge work of the run's reports (content: a replay finds the same) per
+    protocol, summed over judges and reports, and in all: requests asked, distinct
+    requests and their prompt tokens (distinct within a protocol and report: a question
+    DR3 and DeepEval share counts for both). A report written before the work was
+    booked counts nothing."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for doc in results:
+        for by_protocol in (doc.get("judge_work") or {}).values():
+            for protocol, work in by_protocol.items():
+                rows.setdefault(protocol, []).append(work)
+    out: dict[str, Any] = {p: add_up(r, WORK_KEYS) for p, r in sorted(rows.items())}
+    out["total"] = add_up([w for r in rows.values() for w in r], WORK_KEYS)
+    return out
+
+
+def spent_totals(spent: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What this run paid per report and protocol (summed over judges), per protocol and
+    in all: model calls, ledger answers, prompt and generated tokens of the calls."""
+    per_report: dict[str, dict[str, dict[str, int]]] = {}
+    for fname, by_judge in spent.items():
+        per_protocol: dict[str, list[dict[str, Any]]] = {}
+        for by_protocol in by_judge.values():
+            for protocol, row in by_protocol.items():
+                per_protocol.setdefault(protocol, []).append(row)
+        per_report[fname] = {p: add_up(r, SPENT_KEYS) for p, r in sorted(per_protocol.items())}
+    protocols = sorted({p for r in per_report.values() for p in r})
+    by_protocol = {p: add_up([r[p] for r in per_report.values() if p in r], SPENT_KEYS)
+                   for p in protocols}
+    return {"reports": per_report, "protocols": by_protocol,
+            "total": add_up(list(by_protocol.values()), SPENT_KEYS)}
 
 
 def _totals(per_judge: dict[str, dict[str, Any]]) -> dict[str, Any]:
