@@ -67,7 +67,8 @@ def evaluate_cmd(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
     rule: Annotated[list[str] | None, typer.Option(
         "--rule", help="Switch one of DailyReport's rules, e.g. c1_empty=zero; the "
-        "README's \"The three protocols\" lists them "
+        "README's \"The three protocols\" lists them; or support_question=separate to ask "
+        "DR3 FA and DeepEval E3 their own yes/no questions instead of one shared question "
         "(repeatable; recorded in manifest.json).")] = None,
     executor: Annotated[str, typer.Option(
         "--executor", help="auto (reports in parallel with a served judge), sequential, "

@@ -15,6 +15,8 @@ from ambereval.engine.runs.plan import placeholder, plan_bundles
 from ambereval.models import Embedder, Judge
 from ambereval.models.ledger import Ledger
 
+from conftest import run_amber
+
 REPORT = ("# Landmarks\n\nThe Eiffel Tower in Paris was completed in 1889 [1]. The city's "
           "bakeries are described at length [1]. The Louvre opened as a public museum in "
           "1793 [2].\n\n## Sources\n[1] Eiffel: {ORIGIN}/pages/eiffel.html\n"
@@ -88,3 +90,54 @@ def test_placeholder_answers_fit_their_schemas() -> None:
             "score": {"type": "integer", "enum": [3, 4]}, "ok": {"type": "boolean"}},
             "required": ["items", "score", "ok"], "additionalProperties": False}):
         assert parse_against(json.dumps(placeholder(schema)), schema) is not None
+
+
+def test_replay_of_a_run_made_with_the_old_prompts_names_its_amber(
+        tmp_path: Path, embedder: Embedder) -> None:
+    """A run made before the report-first prompts and the shared support question cannot
+    be answered from its ledger: one line naming the amber that made it, not a miss."""
+    from ambereval.engine.runs.replay import replay_run
+    from ambereval.errors import InputError
+
+    bundle, tasks = landmarks_bundle(tmp_path, REPORT)
+    run = tmp_path / "run"
+    judge, _ = _judge(run)
+    evaluate_bundles([bundle], tasks, ["dr3"], [("s", judge)], run, embedder)
+    path = run / "manifest.json"
+    manifest = json.loads(path.read_text())
+    assert manifest["judging"] == {"support_question": "shared",
+                                   "prompt_layout": "report-first-v1"}
+    assert manifest["rules"]["dr3"]["support_question"] == "shared"
+    del manifest["judging"]
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="made by amber-eval .* with other judge prompts") \
+            as err:
+        replay_run(run)
+    assert "amber-eval" in str(err.value.hint)
+
+
+@pytest.mark.slow
+def test_plan_of_the_default_judge_is_the_run_exactly(tmp_path: Path) -> None:
+    """With the in-process judge the plan's calls and prompt tokens (llama.cpp's own
+    tokenizer, the weights not loaded) are what the run then spends; the plan writes
+    nothing; the run replays."""
+    bundle, tasks = landmarks_bundle(tmp_path, REPORT)
+    run = tmp_path / "run"
+    args = ["evaluate", str(bundle), "--task", str(tasks), "--out", str(run),
+            "--judge-ctx", "2048", "--protocol", "dr3"]
+    done = run_amber(*args, "--plan", "--json")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["tokens"] == "exact" and plan["exact"] and not run.exists()
+    text = run_amber(*args, "--plan")
+    assert text.returncode == 0 and "prompt tokens" in text.stdout
+    done = run_amber(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    spent = json.loads((run / "stats.json").read_text())["spent"]
+    assert spent["total"]["calls"] == plan["total"]["calls"] > 0
+    assert spent["total"]["prompt_tokens"] == plan["total"]["prompt_tokens"]
+    for protocol, row in plan["protocols"].items():
+        assert spent["protocols"][protocol]["calls"] == row["calls"], protocol
+    again = json.loads(run_amber(*args, "--plan", "--json").stdout)
+    assert again["total"]["calls"] == 0
+    assert run_amber("replay", str(run)).returncode == 0
