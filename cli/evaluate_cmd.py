@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 # what a resumed run may set anew; every other input comes from its invocation.json
 RESUME_MAY_CHANGE = frozenset({"resume", "judge_concurrency", "threads", "executor", "workers",
-                               "ray_address", "as_json"})
+                               "ray_address", "as_json", "plan"})
 
 
 def evaluate_cmd(
@@ -67,8 +67,9 @@ def evaluate_cmd(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
     rule: Annotated[list[str] | None, typer.Option(
         "--rule", help="Switch one of the protocols' own rules, e.g. c1_empty=zero "
-        "(DailyReport) or depth_no_decisive=zero (DeepEval); the documentation's page \"The "
-        "three protocols\" (docs/protocols.md) lists them all (repeatable; recorded in "
+        "(DailyReport), depth_no_decisive=zero (DeepEval) or support_question=separate (DR3 FA "
+        "and DeepEval E3 ask their own questions); the documentation's page \"The three "
+        "protocols\" (docs/protocols.md) lists them all (repeatable; recorded in "
         "manifest.json).")] = None,
     executor: Annotated[str, typer.Option(
         "--executor", help="auto (reports in parallel with a served judge), sequential, "
@@ -86,8 +87,12 @@ def evaluate_cmd(
         "--resume", help="Finish an interrupted run in this directory: its inputs come from "
         "its invocation.json, finished reports are kept and finished judge calls are "
         "answered from its ledger.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the run table as JSON.")]
-    = False,
+    plan: Annotated[bool, typer.Option(
+        "--plan", help="Print the judge calls and prompt tokens the run would ask, per "
+        "protocol and report, and what the ledger already answers; call no judge, write "
+        "nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run table (with "
+                                          "--plan: the plan) as JSON.")] = False,
 ) -> None:
     """Score reports with DailyReport, DR3-Eval and/or DeepEval, offline, reproducibly.
 
@@ -151,8 +156,10 @@ def evaluate_cmd(
                                   if ray_address else None) if h)
         install_offline_guard(allow)
         from ambereval.engine.protocols.switches import parse_run_rules
+        from ambereval.engine.support_question import split_rules
 
-        rules = parse_run_rules(invocation.rules or None)
+        others, judging = split_rules(invocation.rules)
+        rules = parse_run_rules(others or None)
         protocols = invocation.protocols
         if any(p not in PROTOCOLS for p in protocols):
             raise InputError(f"unknown --protocol {protocol!r} (dailyreport, dr3, deepeval, all)")
@@ -160,6 +167,11 @@ def evaluate_cmd(
         _warn_if_tasks_changed(plan_reports(invocation.bundles, invocation.tasks),
                                "--task" if resume is None else invocation.tasks)
         warn_if_damaged(invocation.bundles)
+    if plan:
+        with handled():
+            _print_plan(invocation, out, ledger_mode, protocols, rules, judging, threads,
+                        as_json)
+        return
     with handled(f"the judge's answers so far are in {run_dir}/ledger.sqlite; "
                  f"`amber evaluate --resume {run_dir}` goes on from there"):
         judges = invocation.open_judges(out / "ledger.sqlite", ledger_mode,
@@ -170,7 +182,7 @@ def evaluate_cmd(
             result = evaluate_bundles(invocation.bundles, invocation.tasks, protocols, judges,
                                       out, Embedder(), progress, invocation.clip_chars, rules,
                                       runner, resume=resume is not None,
-                                      invocation=invocation)
+                                      invocation=invocation, judging=judging)
     table = result["table"]
     truncation_warning(result["stats"]["totals"].get("truncated", 0))  # stderr: --json too
     notes = _what_was_not_scored(result["reports"])
@@ -222,3 +234,47 @@ def _what_was_not_scored(reports: list[dict[str, Any]]) -> list[str]:
                      "counts them invalid (E1), as a dead link is counted live: `amber "
                      "bundle drift` tells a dead page from a failed capture")
     return lines
+
+
+def _print_plan(invocation: Any, out: Path, ledger_mode: str, protocols: list[str],
+                rules: dict[str, str], judging: dict[str, str], threads: int | None,
+                as_json: bool) -> None:
+    """``--plan``: the judge work of the run, read against the run directory's ledger
+    when there is one (nothing is written: without one, an empty ledger in a temporary
+    directory stands in)."""
+    import tempfile
+
+    from ambereval.engine.runs.plan import plan_bundles
+    from ambereval.models import Embedder
+
+    with tempfile.TemporaryDirectory(prefix="amber-plan-") as tmp:
+        ledger = out / "ledger.sqlite"
+        if not ledger.is_file():
+            ledger, ledger_mode = Path(tmp) / "ledger.sqlite", "reuse"
+        judges = invocation.open_judges(ledger, ledger_mode, threads=threads)
+        result = plan_bundles(invocation.bundles, invocation.tasks, protocols, judges,
+                              Embedder(), invocation.clip_chars, rules, judging)
+        for _, judge in judges:
+            if judge.ledger is not None:
+                judge.ledger.close()
+    if as_json:
+        print_json(result)
+        return
+    mark = "" if result["tokens"] == "exact" else " (estimated: 4 characters a token)"
+    stdout.print(f"plan: {len(result['reports'])} report(s), judges "
+                 f"{', '.join(result['judges'].values())}; prompt tokens{mark}", markup=False)
+    stdout.print(f"{'report / protocol':44} {'requests':>9} {'calls':>7} {'ledger':>7} "
+                 f"{'prompt tokens':>14}", markup=False)
+    for report in result["reports"]:
+        stdout.print(f"{report['report'][:44]}" + (f"  [{report['upper_bound']}]"
+                                                     if "upper_bound" in report else ""),
+                     markup=False)
+        for protocol, row in report["protocols"].items():
+            stdout.print(f"  {protocol:42} {row['requests']:>9} {row['calls']:>7} "
+                         f"{row['ledger']:>7} {row['prompt_tokens']:>14,}", markup=False)
+    t = result["total"]
+    stdout.print(f"{'total':44} {t['requests']:>9} {t['calls']:>7} {t['ledger']:>7} "
+                 f"{t['prompt_tokens']:>14,}", markup=False)
+    if not result["exact"]:
+        stdout.print("calls are an upper bound: DeepEval asks a page's E3 checks only when "
+                     "the judge finds the page relevant (E2)", markup=False)

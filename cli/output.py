@@ -133,6 +133,10 @@ def run_summary(stats: dict[str, Any]) -> None:
         f"{t.get('prompt_tokens', 0)} prompt + {t.get('completion_tokens', 0)} generated "
         f"tokens, {t.get('retries', 0)} retries, {t.get('throttled', 0)} throttled (429/503), "
         f"{t.get('errors', 0)} unusable answers")
+    for protocol, row in (stats.get("spent") or {}).get("protocols", {}).items():
+        stdout.print(f"  {protocol}: {row['calls']} judge calls, {row['ledger']} answered "
+                     f"by the ledger, {row['prompt_tokens']:,} prompt + "
+                     f"{row['completion_tokens']:,} generated tokens", markup=False)
 
 
 def warn_if_damaged(bundles: list[Any]) -> None:

@@ -2,9 +2,12 @@
 rubric scores and item lists. Every call goes through the one Judge (and its ledger); each
 result carries the ledger key that produced it.
 
-Report text is put first in the user message so consecutive calls about the same report
-share a prompt prefix (llama.cpp reuses its KV cache). Long reports are clipped to
-``max_chars`` at a paragraph boundary; the clip is recorded with the result.
+Report first: every report-level call has the same system line and the report as the
+first thing in the user message, the criterion's instructions and question after it
+(layout ``report-first-v1``), so every criterion asked of one report shares the report as
+a prompt prefix (llama.cpp reuses its KV cache; a server's prefix cache does the same).
+Long reports are clipped to ``max_chars`` at a paragraph boundary; the clip is recorded
+with the result.
 
 Cost rule: the prompt is cheap (prefix reuse), generated tokens are not. Every schema
 asks for the decision only, and every free-text field that remains is bounded; nothing
@@ -53,9 +56,19 @@ def clip(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> Clipped:
     return Clipped(head + "\n\n[...]", len(text) - len(head))
 
 
+#: the one system line of every report-level call: with it, the report is the first
+#: thing that differs between two reports' prompts and the last thing two criteria share
+REPORT_SYSTEM = (
+    "You assess a research report. The report comes first; after it come the criterion to "
+    "apply and what to answer. Follow the criterion exactly."
+)
+
+
 def _messages(system: str, report: Clipped, ask: str, label: str = "Report") -> list[dict]:
-    return [{"role": "system", "content": system},
-            {"role": "user", "content": f"{label}:\n{report.text}\n\n{ask}"}]
+    """Report first, then the criterion's instructions (``system``) and the question, so
+    every criterion asked of one report shares the report as a prompt prefix."""
+    return [{"role": "system", "content": REPORT_SYSTEM},
+            {"role": "user", "content": f"{label}:\n{report.text}\n\n{system}\n\n{ask}"}]
 
 
 def _call(judge: Judge, messages: list[dict], schema: dict[str, Any],
@@ -150,9 +163,12 @@ def pairwise_depth(judge: Judge, query: str, target: str, baseline: str,
     a, b = clip(target, max_chars), clip(baseline, max_chars)
     games = []
     for order, first, second in (("target_first", a, b), ("baseline_first", b, a)):
-        messages = [{"role": "system", "content": DEPTH_SYSTEM},
-                    {"role": "user", "content": f"Request: {query}\n\nReport 1:\n{first.text}"
-                                                f"\n\nReport 2:\n{second.text}"}]
+        # the first report leads, as in every report-level prompt (prefix reuse)
+        messages = [{"role": "system", "content": REPORT_SYSTEM},
+                    {"role": "user", "content": f"Report:\n{first.text}\n\nSecond report:\n"
+                                                f"{second.text}\n\n{DEPTH_SYSTEM}\n\n"
+                                                f"Request: {query}\nScore the first report as "
+                                                "report_1 and the second as report_2."}]
         obj, key, error = _call(judge, messages, schema, 200)
         if obj is None:
             games.append({"order": order, "outcome": "error", "error": error,

@@ -160,6 +160,7 @@ class Judge:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[str, threading.Event] = {}  # keys being asked right now
+        self._recorded: set[str] = set()  # keys this judge asked its model (record mode)
         self._retries_before = getattr(self.backend, "retries", 0)  # a backend may be shared
 
     @property
@@ -257,10 +258,13 @@ class Judge:
         key = content_key(request)
         extra = {k: v for k, v in (("sampling", sampling), ("fit", fit))
                  if v and v != "cut"}
-        if self.ledger is None or self.ledger.mode not in ("reuse", "replay"):
+        if self.ledger is None:
             return self._ask_model(messages, schema, max_tokens, request, key, extra)
         while True:
-            hit = self._lookup(key, request)
+            # ``record`` asks the model afresh, but once per run: a request this judge
+            # already recorded (another protocol's identical question) is read back
+            hit = self._lookup(key, request) if self.ledger.mode in ("reuse", "replay") \
+                or key in self._recorded else None
             if hit is not None:
                 return hit
             # The same request already on its way (another report, another thread): wait
@@ -274,8 +278,11 @@ class Judge:
             pending.wait()
         try:
             # the same request may have finished between the lookup and taking the key
-            return self._lookup(key, request) or \
-                self._ask_model(messages, schema, max_tokens, request, key, extra)
+            if self.ledger.mode in ("reuse", "replay") or key in self._recorded:
+                hit = self._lookup(key, request)
+                if hit is not None:
+                    return hit
+            return self._ask_model(messages, schema, max_tokens, request, key, extra)
         finally:
             with self._lock:
                 self._pending.pop(key).set()
@@ -285,7 +292,9 @@ class Judge:
         hit = self.ledger.get(key)
         if hit is not None and hit.get("error"):
             self._count(ledger_hits=1, errors=1)
-            raise ModelError(hit["error"])  # the same unusable answer, replayed
+            err = ModelError(hit["error"])  # the same unusable answer, replayed
+            err.from_ledger = True  # type: ignore[attr-defined]  # not a model call
+            raise err
         if hit is not None:
             usage = {"prompt_tokens": hit["prompt_tokens"] or 0,
                      "completion_tokens": hit["completion_tokens"] or 0}
@@ -308,7 +317,7 @@ class Judge:
         except PromptError as err:  # deterministic: record it so a replay says the same
             self._count(errors=1)
             if self.ledger is not None:
-                self.ledger.put(key, request, "", None, {}, None, 0.0, error=str(err))
+                self._put(key, request, "", None, {}, None, 0.0, error=str(err))
             raise
         except ModelError:
             self._count(errors=1)
@@ -325,16 +334,21 @@ class Judge:
                                      hint="raise max_tokens or bound the schema's lengths")
             self._count(errors=1)
             if self.ledger is not None:
-                self.ledger.put(key, request, completion.raw, None, completion.usage,
+                self._put(key, request, completion.raw, None, completion.usage,
                                 completion.truncation, seconds, error=str(problem))
             raise problem from None
         self._count(calls=1, prompt_tokens=completion.usage.get("prompt_tokens", 0),
                     truncated=1 if completion.truncation else 0)
         if self.ledger is not None:
-            self.ledger.put(key, request, completion.raw, obj, completion.usage,
+            self._put(key, request, completion.raw, obj, completion.usage,
                             completion.truncation, seconds)
         return JudgeResponse(obj, completion.raw, completion.usage, key, "model",
                              completion.truncation, seconds)
+
+    def _put(self, key: str, *args: Any, **kwargs: Any) -> None:
+        assert self.ledger is not None
+        self.ledger.put(key, *args, **kwargs)
+        self._recorded.add(key)
 
     def _complete(self, messages: list[Message], schema: dict[str, Any] | None,
                   max_tokens: int, extra: dict[str, Any]) -> tuple[Completion, float]:

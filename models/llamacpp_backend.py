@@ -46,6 +46,7 @@ class LlamaCppBackend:
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
         self.n_batch = n_batch
         self._llm: Any = None
+        self._vocab: Any = None  # the vocabulary alone, to count tokens (tokenizer())
         self._formatter: Any = None
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -78,10 +79,47 @@ class LlamaCppBackend:
             self._formatter = Jinja2ChatFormatter(self.template, eos_token=eos, bos_token=bos)
         return self._llm
 
-    def _token_text(self, token: int) -> str:
+    def _token_text(self, token: int, llm: Any = None) -> str:
         if token < 0:
             return ""
-        return self._llm.detokenize([token], special=True).decode("utf-8", errors="ignore")
+        llm = llm or self._llm
+        return llm.detokenize([token], special=True).decode("utf-8", errors="ignore")
+
+    def tokenizer(self) -> Any:
+        """The loaded model, or its vocabulary alone (``vocab_only``: no weights read),
+        which tokenizes exactly as the model does: enough to count a prompt's tokens."""
+        if self._llm is not None:
+            return self._llm
+        if self._vocab is None:
+            from llama_cpp import Llama
+            from llama_cpp._utils import suppress_stdout_stderr
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            try:
+                with suppress_stdout_stderr(disable=False):  # llama.cpp's context notes
+                    self._vocab = Llama(model_path=str(self.model_path), vocab_only=True,
+                                        verbose=False)
+            except (ValueError, RuntimeError) as err:
+                raise ModelError(f"{self.model_path}: llama.cpp could not read its "
+                                 f"vocabulary ({err})", hint="expected a valid GGUF model"
+                                 ) from None
+            if self._formatter is None:
+                self._formatter = Jinja2ChatFormatter(
+                    self.template, eos_token=self._token_text(self._vocab.token_eos(),
+                                                              self._vocab),
+                    bos_token=self._token_text(self._vocab.token_bos(), self._vocab))
+        return self._vocab
+
+    def prompt_tokens(self, messages: list[Message], schema: dict[str, Any],
+                      max_tokens: int) -> int:
+        """The prompt tokens :meth:`complete` will report for this call (after the context
+        rule), counted without loading the weights."""
+        spec = decision_spec(schema)
+        sent, _ = self.fit(messages, 16 if spec is not None else max_tokens)
+        prompt, _ = self.render(sent)
+        if spec is not None:
+            prompt += '{"' + spec.field + ('":' if spec.literal else '": "')
+        return len(self.tokenizer().tokenize(prompt.encode("utf-8"), special=True))
 
     def grammar(self, schema: dict[str, Any]) -> Any:
         from llama_cpp import LlamaGrammar
@@ -98,7 +136,7 @@ class LlamaCppBackend:
     def render(self, messages: list[Message]) -> tuple[str, list[str]]:
         from jinja2.exceptions import TemplateError
 
-        self.llm()
+        self.tokenizer()  # the chat formatter, without loading the weights
         try:
             out = self._formatter(messages=messages)
         except (TemplateError, ValueError) as err:  # llama-cpp's raise_exception: ValueError
@@ -117,13 +155,14 @@ class LlamaCppBackend:
         stops = out.stop if isinstance(out.stop, list) else [out.stop] if out.stop else []
         return out.prompt, stops
 
-    def prompt_tokens(self, messages: list[Message]) -> int:
-        """Tokens of ``messages`` as the model's chat template renders them."""
+    def count_messages(self, messages: list[Message]) -> int:
+        """Tokens of ``messages`` as the model's chat template renders them (countTokens)."""
         with self._lock:
             return self.count(self.render(messages)[0])
 
     def count(self, prompt: str) -> int:
-        return len(self.llm().tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
+        return len(self.tokenizer().tokenize(prompt.encode("utf-8"), add_bos=False,
+                                             special=True))
 
     def fit(self, messages: list[Message], max_tokens: int) -> tuple[list[Message], dict | None]:
         """Apply the context rule; returns the messages to send and what was cut."""

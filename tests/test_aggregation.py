@@ -128,13 +128,13 @@ REPORTS = {("alpha", "t1"): "ALPHA-ONE report.\n\nIt covers the cost in depth.\n
 LOW = dict.fromkeys(("granularity", "layers", "critical", "evidence", "density"), 0)
 HIGH = dict.fromkeys(LOW, 5)
 # judge 1: ALPHA-ONE wins both orders; everything else ties (25 vs 25)
-J1 = {"Report 1:\nALPHA-ONE": {"report_1": HIGH, "report_2": LOW},
-      "Report 2:\nALPHA-ONE": {"report_1": LOW, "report_2": HIGH}}
+J1 = {"Report:\nALPHA-ONE": {"report_1": HIGH, "report_2": LOW},
+      "Second report:\nALPHA-ONE": {"report_1": LOW, "report_2": HIGH}}
 # judge 2: ALPHA-ONE loses target-first and ties the other order; ALPHA-TWO wins
 # target-first and loses baseline-first
-J2 = {"Report 1:\nALPHA-ONE": {"report_1": LOW, "report_2": HIGH},
-      "Report 1:\nALPHA-TWO": {"report_1": HIGH, "report_2": LOW},
-      "Report 2:\nALPHA-TWO": {"report_1": HIGH, "report_2": LOW}}
+J2 = {"Report:\nALPHA-ONE": {"report_1": LOW, "report_2": HIGH},
+      "Report:\nALPHA-TWO": {"report_1": HIGH, "report_2": LOW},
+      "Second report:\nALPHA-TWO": {"report_1": HIGH, "report_2": LOW}}
 COVERAGE = {"Requirement: Gives the time": {"pass": False}}
 
 

@@ -40,7 +40,9 @@ def test_modes(tmp_path: Path) -> None:
     backend = CountingBackend()
     record = Judge(backend, Ledger(path, "record"))
     assert ask(record, "abc") == 3 and ask(record, "abc") == 3
-    assert backend.calls == 2  # record always calls
+    assert backend.calls == 1  # record calls afresh, once per judge (run)
+    again = Judge(backend, Ledger(path, "record"))
+    assert ask(again, "abc") == 3 and backend.calls == 2  # not from an earlier run
     reuse = Judge(backend, Ledger(path, "reuse"))
     assert ask(reuse, "abc") == 3 and backend.calls == 2
     assert ask(reuse, "abcd") == 4 and backend.calls == 3

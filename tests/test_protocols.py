@@ -138,11 +138,20 @@ def test_dr3_citation_coverage_without_a_judge(tmp_path: Path) -> None:
 
 def test_dr3_scores_with_a_scripted_judge(tmp_path: Path, embedder: Embedder) -> None:
     bundle, tasks = dr3_setup(tmp_path)
+    # the shared support question answered "related": FA reads it leniently (supported)
     judge = scripted_judge({"Fact: Daily bicycle": {"score": 0.5},
+                            "Statement: ": {"answer": "related"},
                             "planning_notes": {"supported": False}})
     with Bundle.open(bundle) as b:
         ctx = open_context(b, reports_in(b)[0], load_tasks(tasks)[0], embedder)
         result = evaluate_dr3(judge, ctx)
+        separate = evaluate_dr3(judge, ctx, support_question="separate")
+    assert result["rules"]["support_question"] == "shared"
+    checks = [c for claim in result["fa"]["claims"] for c in claim["sources"] if "answer" in c]
+    assert checks and all(c["answer"] == "related" and c["supported"] for c in checks)
+    assert separate["scores"] == result["scores"]  # FA's own yes/no prompt: all True
+    assert not any("answer" in c for claim in separate["fa"]["claims"]
+                   for c in claim["sources"])
     scores = result["scores"]
     assert scores["ir_sc"] == 50.0   # one of two insights fully covered (strict)
     assert scores["ir_uf"] == 100.0
@@ -353,6 +362,44 @@ def test_checks_against_one_page_share_its_passages(tmp_path: Path,
         assert "completed in 1889 for the World's Fair" in prefix, name  # each one's best
         assert "bakeries of the city" in prefix, name
         assert 2 <= sum(c in prefix for c in chunks) <= 6, name  # at most 6 of its chunks
+
+
+def test_fa_and_e3_share_one_support_question(tmp_path: Path, embedder: Embedder) -> None:
+    """With support_question=shared, DR3 FA and DeepEval E3 send the same prompt for a
+    (statement, page): whichever runs second is answered from the ledger; each reads the
+    three-way answer by its own rule (``related``: FA supported, E3 not)."""
+    from replay_fixtures import landmarks_bundle
+    from scripted_judge import ScriptedBackend
+
+    from ambereval.engine.protocols.deepeval import citation_accuracy
+    from ambereval.engine.protocols.dr3 import factual_accuracy
+    from ambereval.models import Judge
+    from ambereval.models.ledger import Ledger
+
+    report = ("# Eiffel\n\nThe Eiffel Tower in Paris was completed in 1889 [1]. "
+              "The Louvre opened as a public museum in 1793 [2].\n\n## Sources\n"
+              "[1] Eiffel: {ORIGIN}/pages/eiffel.html\n[2] Louvre: {ORIGIN}/pages/louvre.html\n")
+    bundle, tasks = landmarks_bundle(tmp_path, report)
+    for order in (("fa", "e3"), ("e3", "fa")):
+        backend = ScriptedBackend({"Statement: ": {"answer": "related"}})
+        judge = Judge(backend, Ledger(tmp_path / f"{order[0]}.sqlite", "reuse"))
+        results = {}
+        with Bundle.open(bundle) as b:
+            ctx = open_context(b, reports_in(b)[0], load_tasks(tasks)[0], embedder)
+            for name in order:
+                before = len(backend.calls)
+                results[name] = (factual_accuracy if name == "fa" else citation_accuracy)(
+                    judge, ctx)
+                asked = [c for c in backend.calls[before:] if "Statement: " in c]
+                assert (len(asked) == 2) == (name == order[0]), (order, name)  # once
+        fa_keys = sorted(c["ledger_key"] for cl in results["fa"]["claims"]
+                         for c in cl["sources"])
+        e3_keys = sorted(v["ledger_key"] for u in results["e3"]["urls"]
+                         for v in u.get("pairs", []))
+        assert fa_keys == e3_keys and len(fa_keys) == 2
+        assert results["fa"]["score"] == 100.0  # related: lenient FA counts it supported
+        assert results["e3"]["supported_pairs"] == 0  # strict E3 does not
+        assert results["e3"]["e3_unsupported_pairs"] == 2
 
 
 def test_dr3_fa_loads_only_the_documents_it_cites(tmp_path: Path, embedder: Embedder) -> None:

@@ -28,7 +28,8 @@ def test_rerun_reports_what_moved_when_the_judge_changes(tmp_path: Path) -> None
         assert same.returncode == 0, same.stderr
         asked = [json.loads((run / "reruns" / i / "stats.json").read_text())["totals"]
                  for i in ("1", "2")]
-        assert all(t["ledger_hits"] == 0 and t["calls"] >= first for t in asked)
+        # every request asked afresh (record), each once: a repeat is read back
+        assert all(t["calls"] == first for t in asked)
         assert server.served == first + sum(t["calls"] for t in asked)  # all asked again
         result = json.loads(same.stdout)
         assert result["identical_reruns"] == 2 and result["verdicts"] == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ambereval.engine import support_question as sq
 from ambereval.engine.aggregation import summarise
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import (
@@ -28,6 +29,7 @@ from ambereval.engine.judging import (
     judge_list,
     pairwise_depth,
 )
+from ambereval.engine.protocols.dr3 import doc_tag_pages
 from ambereval.engine.protocols.switches import switch
 from ambereval.engine.report import REF_HEADINGS, Report, clean_heading
 from ambereval.errors import ModelError
@@ -132,8 +134,13 @@ def support_messages(url: str, passages: str, statement: str) -> list[dict[str, 
                                         f"Statement: {statement}"}]
 
 
-def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
-    """E1 invalid URL, E2 irrelevant page, E3 unsupported (claim, citation) pair."""
+def citation_accuracy(judge: Judge, ctx: EvalContext,
+                      support_question: str = sq.DEFAULT) -> dict[str, Any]:
+    """E1 invalid URL, E2 irrelevant page, E3 unsupported (claim, citation) pair; with
+    ``support_question=shared`` E3 is the shared three-way question read strictly."""
+    shared = sq.page_statements(ctx, [(t, p) for t, _, p in doc_tag_pages(ctx)
+                                      if p is not None]) if support_question == "shared" \
+        else {}
     by_url: dict[str, list[str]] = {}
     sentences = ctx.report.sentences
     for s in sentences:
@@ -169,15 +176,24 @@ def citation_accuracy(judge: Judge, ctx: EvalContext) -> dict[str, Any]:
         verdicts = []
         # the page is read once: one set of passages for all its claims, so their prompts
         # share the page as a prefix (the in-process judge evaluates it once)
-        passages = "\n\n".join(ctx.page_passages(page, claims))
+        slot = shared.get(sq.page_key(page)) if shared else None
+        passages = "\n\n".join(ctx.page_passages(page, slot.statements if slot else claims))
         for claim in claims:
-            messages = support_messages(page.url, passages, claim)
-            ans, key = _ask(judge, messages, SUPPORT_SCHEMA, DECISION_TOKENS)
-            ok = bool(ans and ans["supported"])
+            if slot is not None:
+                ans, key = _ask(judge, sq.messages(slot.header, passages, claim), sq.SCHEMA,
+                                sq.MAX_TOKENS)
+                ok = bool(ans and sq.e3_supported(ans["answer"]))
+            else:
+                ans, key = _ask(judge, support_messages(page.url, passages, claim),
+                                SUPPORT_SCHEMA, DECISION_TOKENS)
+                ok = bool(ans and ans["supported"])
             supported += ok
             e3 += not ok
-            verdicts.append({"claim": claim[:300], "supported": ok, "ledger_key": key,
-                             "warc_record_id": page.text_record})
+            verdict = {"claim": claim[:300], "supported": ok, "ledger_key": key,
+                       "warc_record_id": page.text_record}
+            if slot is not None and ans:
+                verdict["answer"] = ans["answer"]
+            verdicts.append(verdict)
         entry["pairs"] = verdicts
         urls.append(entry)
     return {"score": round(100.0 * supported / pairs, 4) if pairs else None,
@@ -203,7 +219,8 @@ def _ask(judge: Judge, messages: list[dict[str, str]], schema: dict[str, Any],
 
 
 def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
-                      rules: dict[str, str] | None = None) -> dict[str, Any]:
+                      rules: dict[str, str] | None = None,
+                      support_question: str = sq.DEFAULT) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
     on_error = switch(rules, "checklist_item_error")
     out: dict[str, Any] = {"clipped_chars": report.cut_chars}
@@ -216,6 +233,10 @@ def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
         out["coverage"] = {"score": checklist_score(checks, on_error), "items": checks}
     else:
         out["coverage"] = {"score": None, "reason": "task has no checklist"}
+    out["depth"] = {}  # asked after citation association: the report stays the prefix
+    found, key = judge_list(judge, ASSOCIATION_SYSTEM, report,
+                            "List the factual claims with a missing or mismatched citation.")
+    association = _counted(found, key)
     baseline = Path(ctx.task.baseline_report) if ctx.task.baseline_report else None
     base_text = baseline.read_text(encoding="utf-8") \
         if baseline is not None and baseline.is_file() else None
@@ -228,10 +249,8 @@ def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
         why = "task has no baseline report" if baseline is None else \
             f"baseline report not found: {baseline}"
         out["depth"] = {"score": None, "reason": why}
-    found, key = judge_list(judge, ASSOCIATION_SYSTEM, report,
-                            "List the factual claims with a missing or mismatched citation.")
-    out["citation_association"] = _counted(found, key)
-    out["citation_accuracy"] = citation_accuracy(judge, ctx)
+    out["citation_association"] = association
+    out["citation_accuracy"] = citation_accuracy(judge, ctx, support_question)
     dims = ("presentation", "consistency", "coverage", "depth", "citation_association",
             "citation_accuracy")
     out["scores"] = {d: out[d]["score"] for d in dims}

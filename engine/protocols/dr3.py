@@ -20,6 +20,7 @@ import re
 import unicodedata
 from typing import Any
 
+from ambereval.engine import support_question as sq
 from ambereval.engine.aggregation import summarise
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.judging import (
@@ -151,10 +152,32 @@ def fa_messages(source: str, passages: str, statement: str) -> list[dict[str, st
                                         f"Statement: {statement}"}]
 
 
-def factual_accuracy(judge: Judge, ctx: EvalContext,
-                     claims_rule: str = "cited-sentences") -> dict[str, Any]:
+def doc_tag_pages(ctx: EvalContext) -> list[tuple[str, str, Any]]:
+    """The report's document-tag citations resolved to corpus pages: (sentence, cited
+    name, page or None) in report order. DeepEval passes them to the shared support
+    question too, so a page's passages are chosen for the same statements."""
+    tagged = [(s, c) for s in ctx.report.sentences
+              for c in ctx.report.citations_in(s.start, s.end)
+              if c.kind == "doc_tag" and c.label]
+    if not tagged:
+        return []
     by_title = ctx.urls_by_title()
     titles = list(by_title)
+    out = []
+    for s, c in tagged:
+        m = _TAG_TITLE.match(c.label)
+        name = m.group(1).strip() if m else c.label
+        best = best_title(name, titles)
+        out.append((ctx.text[s.start : s.end], name, ctx.page(by_title[best]) if best else None))
+    return out
+
+
+def factual_accuracy(judge: Judge, ctx: EvalContext, support_question: str = sq.DEFAULT,
+                     claims_rule: str = "cited-sentences") -> dict[str, Any]:
+    """FA over (claim, sources) pairs; with ``support_question=shared`` each (statement,
+    page) is the shared three-way question read leniently, else FA's own yes/no prompt."""
+    tags = doc_tag_pages(ctx)
+    tag_pages = {(text, name): page for text, name, page in tags}
     claims: list[dict[str, Any]] = []
     # (source header, capture) -> the page and its (claim, check) slots, asked together
     # so that the page is read once: one set of passages, one shared prompt prefix
@@ -167,8 +190,7 @@ def factual_accuracy(judge: Judge, ctx: EvalContext,
             if c.kind == "doc_tag" and c.label:
                 m = _TAG_TITLE.match(c.label)
                 name = m.group(1).strip() if m else c.label
-                best = best_title(name, titles)
-                sources.append(("title", name, ctx.page(by_title[best]) if best else None))
+                sources.append(("title", name, tag_pages[(text, name)]))
             for url in c.urls:
                 sources.append(("url", url, ctx.page(url)))
         if not sources and (claims_rule == "cited-only" or
@@ -180,24 +202,39 @@ def factual_accuracy(judge: Judge, ctx: EvalContext,
                 checks.append({"source": name, "supported": False, "reason": "source missing"})
                 continue
             header = page.title or name
+            if support_question == "shared":
+                header = page.title or page.url
             slot = by_page.setdefault((header, page.capture_id or page.url), (page, []))
             slot[1].append((len(claims), len(checks)))
             checks.append({"source": name})
         claims.append({"claim": text[:300], "start": s.start, "end": s.end,
                        "text": text, "sources": checks})
+    shared = sq.page_statements(ctx, [(t, p) for t, _, p in tags if p is not None]) \
+        if support_question == "shared" else {}
     for (header, _), (page, slots) in sorted(by_page.items()):
-        passages = "\n\n".join(ctx.page_passages(page, [claims[i]["text"] for i, _ in slots]))
+        statements = shared[sq.page_key(page)].statements if shared else \
+            [claims[i]["text"] for i, _ in slots]
+        passages = "\n\n".join(ctx.page_passages(page, statements))
         for i, j in slots:
             check = claims[i]["sources"][j]
-            messages = fa_messages(header, passages, claims[i]["text"])
+            if shared:
+                messages, schema, cap = (sq.messages(header, passages, claims[i]["text"]),
+                                         sq.SCHEMA, sq.MAX_TOKENS)
+            else:
+                messages, schema, cap = (fa_messages(header, passages, claims[i]["text"]),
+                                         FA_SCHEMA, DECISION_TOKENS)
             try:
-                ans = judge.ask(messages, FA_SCHEMA, max_tokens=DECISION_TOKENS)
+                ans = judge.ask(messages, schema, max_tokens=cap)
             except ModelError as err:
                 check.update(supported=False, reason=f"judge error: {err}",
-                             ledger_key=judge.key(messages, FA_SCHEMA, DECISION_TOKENS))
+                             ledger_key=judge.key(messages, schema, cap))
                 continue
-            check.update(supported=bool(ans.obj["supported"]), ledger_key=ans.key,
-                         warc_record_id=page.text_record)
+            if shared:
+                check.update(answer=ans.obj["answer"],
+                             supported=sq.fa_supported(ans.obj["answer"]))
+            else:
+                check["supported"] = bool(ans.obj["supported"])
+            check.update(ledger_key=ans.key, warc_record_id=page.text_record)
     for claim in claims:
         del claim["text"]
         claim["supported"] = bool(claim["sources"]) and all(
@@ -209,15 +246,17 @@ def factual_accuracy(judge: Judge, ctx: EvalContext,
 
 
 def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
-                 rules: dict[str, str] | None = None) -> dict[str, Any]:
+                 rules: dict[str, str] | None = None,
+                 support_question: str = sq.DEFAULT) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
     claims_rule = switch(rules, "fa_claims")
     out: dict[str, Any] = {"clipped_chars": report.cut_chars,
-                           "rules": {**RULES, "fa_claims": claims_rule}}
+                           "rules": {**RULES, "fa_claims": claims_rule,
+                                     sq.RULE: support_question}}
     out["ir_uf"] = _insights(judge, ctx, ctx.task.insights_user_files, report)
     out["ir_sc"] = _insights(judge, ctx, ctx.task.insights_sandbox, report)
     out["cc"] = citation_coverage(ctx)
-    out["fa"] = factual_accuracy(judge, ctx, claims_rule)
+    out["fa"] = {}  # asked last: the report-level calls before it share the report prefix
     if ctx.task.checklist:
         checks = judge_checklist(judge, report, ctx.task.checklist, system=IF_SYSTEM)
         # errored items leave the denominator, as in the reference (all errored: null)
@@ -231,6 +270,7 @@ def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
         out["dq"] = {"score": None, "raw": None, "reason": reason, "ledger_key": key}
     else:
         out["dq"] = {"score": 10 * value, "raw": value, "reason": reason, "ledger_key": key}
+    out["fa"] = factual_accuracy(judge, ctx, support_question, claims_rule)
     dims = ("ir_uf", "ir_sc", "cc", "fa", "if", "dq")
     out["scores"] = {d: out[d]["score"] for d in dims}
     out["scores"]["avg"] = summarise("dr3", out["scores"], rules)

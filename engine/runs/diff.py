@@ -37,6 +37,7 @@ import json
 from pathlib import Path, PurePath
 from typing import Any
 
+from ambereval.engine.judging import REPORT_SYSTEM
 from ambereval.engine.runs.audit import load_audit
 from ambereval.engine.runs.audit_data import (
     Audit,
@@ -61,7 +62,8 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def prompt_digests(run_dir: Path) -> dict[str, str]:
-    """sha256 of every distinct system prompt in the run's ledger -> its first words."""
+    """sha256 of every distinct system prompt in the run's ledger -> its first words (a
+    report-level call's criterion instructions, which follow the report)."""
     ledger = LedgerReader(run_dir / "ledger.sqlite")
     out: dict[str, str] = {}
     try:
@@ -70,9 +72,12 @@ def prompt_digests(run_dir: Path) -> dict[str, str]:
                 messages = json.loads(row["request"]).get("messages", [])
             except (ValueError, AttributeError):
                 continue
+            users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
             for m in messages:
                 if m.get("role") == "system":
                     text = str(m.get("content", ""))
+                    if text == REPORT_SYSTEM and users:  # report first: the criterion's
+                        text = users[-1].split("\n\n")[-2].strip()  # instructions follow
                     out[hashlib.sha256(text.encode()).hexdigest()] = " ".join(
                         text.split()[:12])
     finally:

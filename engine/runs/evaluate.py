@@ -28,6 +28,7 @@ from ambereval.engine.eval_context import (
     stored_task_id,
 )
 from ambereval.engine.judge_card import card_entries
+from ambereval.engine.judge_meter import SPENT_KEYS, WORK_KEYS, add_up
 from ambereval.engine.progress_count import ProgressCount
 from ambereval.engine.runs.executors import make_executor
 from ambereval.engine.runs.report_job import (
@@ -37,6 +38,8 @@ from ambereval.engine.runs.report_job import (
     run_ledger,
 )
 from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter, merge_leftover_shards
+from ambereval.engine.support_question import PROMPT_LAYOUT, split_rules
+from ambereval.engine.support_question import RULE as SUPPORT_RULE
 from ambereval.engine.tasks import changed_fields, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge, RetrieverSpec
@@ -94,7 +97,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
                      max_chars: int = 12_000,
                      rules: dict[str, str] | None = None,
                      executor: Any = None, resume: bool = False,
-                     invocation: Any = None) -> dict[str, Any]:
+                     invocation: Any = None,
+                     judging: dict[str, str] | None = None) -> dict[str, Any]:
     """Evaluate every report of ``bundles`` and write the run directory ``out``.
 
     ``resume``: ``out`` holds an interrupted run of the same inputs (its manifest must
@@ -114,7 +118,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     for p in protocols:
         protocol_runner(p)
     jobs = plan_reports(bundles, tasks_path)
-    setup = RunSetup(list(protocols), judges, embedder, max_chars, rules)
+    judging = {**split_rules(None)[1], **(judging or {})}
+    setup = RunSetup(list(protocols), judges, embedder, max_chars, rules, judging=judging)
     executor = executor or make_executor("auto", setup.width)
     _suggest_workers(executor, setup, len(jobs))
     if setup.width > 1 and isinstance(embedder, Embedder):
@@ -129,7 +134,8 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
         "seed": judges[0][1].seed if judges else None,
         "embedder": embedder.identity() if embedder else None,
         "retriever": RetrieverSpec().as_dict() if embedder else None,
-        "rules": _rules(list(protocols), rules),
+        "rules": _rules(list(protocols), rules, judging),
+        "judging": {**judging, "prompt_layout": PROMPT_LAYOUT},
         "report_clip_chars": max_chars,
         "reports": [j.fname for j in jobs],
     }
@@ -152,6 +158,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
     started = time.monotonic()
     results = []
     report_seconds: dict[str, float] = {}
+    spent: dict[str, dict[str, Any]] = {}
     outcomes = iter(executor.run(pending, setup, tick))
     for job in jobs:
         if job.fname in done:
@@ -159,12 +166,14 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
             continue
         outcome = next(outcomes)
         writer.retrieval(job.fname, outcome.doc.pop("retrieval", []))
+        spent[job.fname] = outcome.doc.pop("spent", {})
         writer.report(job.fname, outcome.doc)
         report_seconds[job.fname] = round(outcome.seconds, 3)
         results.append(outcome.doc)
     for _ in outcomes:  # let the executor finish (and release what it holds)
         pass
     table = run_table(results, list(protocols), rules)
+    table["judge_work"] = work_totals(results)
     writer.table(table)
     stats = {"executor": executor.describe(), "wall_seconds":
              round(time.monotonic() - started, 3), "reports": len(jobs),
@@ -172,6 +181,7 @@ def evaluate_bundles(bundles: list[str | Path], tasks_path: str | Path, protocol
              "report_seconds": report_seconds,
              "judges": executor.judge_stats(setup)}
     stats["totals"] = _totals(stats["judges"])
+    stats["spent"] = spent_totals(spent)
     writer.stats(stats)
     return {"manifest": {"format": RUN_FORMAT, **manifest}, "table": table,
             "reports": results, "stats": stats}
@@ -291,13 +301,47 @@ def finished_reports(out: Path, manifest: dict[str, Any]) -> dict[str, dict[str,
     return done
 
 
+def work_totals(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The judge work of the run's reports (content: a replay finds the same) per
+    protocol, summed over judges and reports, and in all: requests asked, distinct
+    requests and their prompt tokens (distinct within a protocol and report: a question
+    DR3 and DeepEval share counts for both). A report written before the work was
+    booked counts nothing."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for doc in results:
+        for by_protocol in (doc.get("judge_work") or {}).values():
+            for protocol, work in by_protocol.items():
+                rows.setdefault(protocol, []).append(work)
+    out: dict[str, Any] = {p: add_up(r, WORK_KEYS) for p, r in sorted(rows.items())}
+    out["total"] = add_up([w for r in rows.values() for w in r], WORK_KEYS)
+    return out
+
+
+def spent_totals(spent: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What this run paid per report and protocol (summed over judges), per protocol and
+    in all: model calls, ledger answers, prompt and generated tokens of the calls."""
+    per_report: dict[str, dict[str, dict[str, int]]] = {}
+    for fname, by_judge in spent.items():
+        per_protocol: dict[str, list[dict[str, Any]]] = {}
+        for by_protocol in by_judge.values():
+            for protocol, row in by_protocol.items():
+                per_protocol.setdefault(protocol, []).append(row)
+        per_report[fname] = {p: add_up(r, SPENT_KEYS) for p, r in sorted(per_protocol.items())}
+    protocols = sorted({p for r in per_report.values() for p in r})
+    by_protocol = {p: add_up([r[p] for r in per_report.values() if p in r], SPENT_KEYS)
+                   for p in protocols}
+    return {"reports": per_report, "protocols": by_protocol,
+            "total": add_up(list(by_protocol.values()), SPENT_KEYS)}
+
+
 def _totals(per_judge: dict[str, dict[str, Any]]) -> dict[str, Any]:
     keys = ("calls", "ledger_hits", "prompt_tokens", "completion_tokens", "errors",
             "truncated", "retries", "throttled")
     return {k: sum(s.get(k, 0) for s in per_judge.values()) for k in keys}
 
 
-def _rules(protocols: list[str], chosen: dict[str, str] | None) -> dict[str, Any]:
+def _rules(protocols: list[str], chosen: dict[str, str] | None,
+           judging: dict[str, str]) -> dict[str, Any]:
     from ambereval.engine.protocols.dailyreport_math import RULES as DR_RULES
     from ambereval.engine.protocols.switches import protocol_rules
     from ambereval.engine.verification import VerifyOptions
@@ -308,5 +352,5 @@ def _rules(protocols: list[str], chosen: dict[str, str] | None) -> dict[str, Any
         rules["dailyreport"] = {**DR_RULES, **mine, "verify": VerifyOptions().as_dict()}
     for p in ("dr3", "deepeval"):
         if p in protocols:
-            rules[p] = protocol_rules(p, chosen)
+            rules[p] = {**protocol_rules(p, chosen), SUPPORT_RULE: judging[SUPPORT_RULE]}
     return rules

@@ -36,9 +36,10 @@ from ambereval.engine.eval_context import (
 )
 from ambereval.engine.evidence import Page
 from ambereval.engine.protocols.switches import from_manifest
-from ambereval.engine.runs.evaluate import plan_reports
+from ambereval.engine.runs.evaluate import plan_reports, work_totals
 from ambereval.engine.runs.report_job import RunSetup, evaluate_report
 from ambereval.engine.runs.run_dir import OLD_AGGREGATION, RUN_FORMAT, RunWriter
+from ambereval.engine.support_question import PROMPT_LAYOUT
 from ambereval.errors import AmberError, BundleError, InputError, LedgerMiss, ReplayDifference
 from ambereval.models import Chunk, ChunkParams, Hit, RetrieverSpec
 from ambereval.models.chunk_source import ChunkSource
@@ -369,6 +370,22 @@ def _read_invocation_bundles(run: Path) -> list[str] | None:
         return None
 
 
+def judging_of(manifest: dict[str, Any], run: Path) -> dict[str, str]:
+    """How the run asked its judge (``judging`` in the manifest). A run made before the
+    prompts were laid out report first and DR3 FA and DeepEval E3 shared one support
+    question asked other prompts than this amber can: refused in one line naming the
+    amber that made it, instead of a ledger miss deep in the first report."""
+    judging = manifest.get("judging")
+    if not isinstance(judging, dict) or judging.get("prompt_layout") != PROMPT_LAYOUT:
+        made = manifest.get("software") or "an older amber-eval"
+        layout = (judging.get("prompt_layout") if isinstance(judging, dict) else None) or \
+            "before the report-first layout and the shared support question"
+        raise InputError(f"{run}: made by {made} with other judge prompts ({layout}); "
+                         f"this amber asks {PROMPT_LAYOUT} prompts",
+                         hint=f"replay it with the amber that made it ({made})")
+    return {k: str(v) for k, v in judging.items() if k != "prompt_layout"}
+
+
 def replay_run(run_dir: str | Path) -> dict[str, Any]:
     """Re-evaluate ``run_dir`` from its ledger and retrieval record; compare byte for byte.
 
@@ -400,7 +417,7 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
                              recorded=records, retrieved=had_embedder)
 
     setup = RunSetup(protocols, judges, None, int(manifest["report_clip_chars"]), rules,
-                     context_factory=context)
+                     context_factory=context, judging=judging_of(manifest, run))
     try:
         with tempfile.TemporaryDirectory(prefix="amber-replay-") as tmp:
             out = Path(tmp)
@@ -417,9 +434,12 @@ def replay_run(run_dir: str | Path) -> dict[str, Any]:
                     raise LedgerMiss(f"report {job.report_name}: {err}",
                                      hint=err.hint) from None
                 writer.retrieval(job.fname, doc.pop("retrieval", []))
+                doc.pop("spent", None)  # what the run paid is a timing, not a result
                 writer.report(job.fname, doc)
                 docs.append(doc)
-            writer.table(run_table(docs, protocols, rules))
+            table = run_table(docs, protocols, rules)
+            table["judge_work"] = work_totals(docs)
+            writer.table(table)
             files = []
             for fname in manifest["reports"]:
                 files += [f"reports/{fname}", f"retrieval/{Path(fname).stem}.jsonl"]

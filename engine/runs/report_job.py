@@ -14,6 +14,9 @@ from typing import Any
 
 from ambereval.engine.aggregation import report_scores
 from ambereval.engine.eval_context import SharedEmbedder, open_context
+from ambereval.engine.judge_meter import Meter
+from ambereval.engine.support_question import DEFAULT as SUPPORT_DEFAULT
+from ambereval.engine.support_question import RULE as SUPPORT_RULE
 from ambereval.engine.tasks import Task
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge
@@ -60,6 +63,8 @@ class RunSetup:
     rules: dict[str, str] | None = None
     #: builds each report's context (default :func:`open_context`); replay passes its own
     context_factory: Callable[..., Any] | None = None
+    #: rules of how the judge is asked (engine/support_question.py: ``support_question``)
+    judging: dict[str, str] = field(default_factory=dict)
 
     @property
     def ledger(self) -> Any:
@@ -94,12 +99,17 @@ def evaluate_report(job: ReportJob, setup: RunSetup,
         ctx = (setup.context_factory or open_context)(bundle, row, job.task, setup.embedder)
         units = [(name, judge, p) for name, judge in setup.judges for p in setup.protocols]
 
-        def one(unit: tuple[str, Judge, str]) -> dict[str, Any]:
+        def one(unit: tuple[str, Judge, str]) -> tuple[dict[str, Any], Meter]:
             _, judge, protocol = unit
-            result = runners[protocol](judge, ctx, setup.max_chars, setup.rules)
+            meter = Meter(judge)  # books what this protocol asks of this judge
+            if protocol == "dailyreport":
+                result = runners[protocol](meter, ctx, setup.max_chars, setup.rules)
+            else:
+                result = runners[protocol](meter, ctx, setup.max_chars, setup.rules,
+                                           setup.judging.get(SUPPORT_RULE, SUPPORT_DEFAULT))
             if tick is not None:
                 tick()
-            return result
+            return result, meter
 
         if setup.width > 1 and len(units) > 1:
             with ThreadPoolExecutor(len(units), thread_name_prefix="amber-unit") as pool:
@@ -107,16 +117,21 @@ def evaluate_report(job: ReportJob, setup: RunSetup,
         else:
             results = [one(u) for u in units]
     per_judge: dict[str, dict[str, Any]] = {name: {} for name, _ in setup.judges}
-    for (name, _, protocol), result in zip(units, results, strict=True):
+    work: dict[str, dict[str, Any]] = {name: {} for name, _ in setup.judges}
+    spent: dict[str, dict[str, Any]] = {name: {} for name, _ in setup.judges}
+    for (name, _, protocol), (result, meter) in zip(units, results, strict=True):
         per_judge[name][protocol] = result
+        work[name][protocol] = meter.work()
+        spent[name][protocol] = meter.spent()
     means = {p: report_scores(p, [per_judge[n][p].get("scores") or {}
                                   for n, _ in setup.judges], setup.rules)
              for p in setup.protocols}
     # "retrieval" (what passage retrieval chose) is split off by the writer into its own
-    # file, RUN_DIR/retrieval/<report>.jsonl; it is not part of the per-report document.
+    # file, RUN_DIR/retrieval/<report>.jsonl, and "spent" (what this run paid, which a
+    # replay does not) into stats.json; neither is part of the per-report document.
     return {"report": job.report_name, "report_id": job.report_id, "bundle": job.bundle,
             "system": job.system, "task": job.task.id, "scores": means, "judges": per_judge,
-            "retrieval": ctx.retrievals()}
+            "judge_work": work, "retrieval": ctx.retrievals(), "spent": spent}
 
 
 Tick = Callable[..., None]

@@ -106,6 +106,7 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
     from ambereval.engine.runs.evaluate import evaluate_bundles
     from ambereval.engine.runs.executors import make_executor
     from ambereval.engine.runs.report_job import judges_width
+    from ambereval.engine.support_question import split_rules
     from ambereval.models import Embedder
 
     run = Path(run_dir)
@@ -127,8 +128,9 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
                                    threads=threads)
             evaluate_bundles(invocation.bundles, invocation.tasks, invocation.protocols,
                              judges, out, embedder, progress, invocation.clip_chars,
-                             parse_run_rules(invocation.rules or None), runner,
-                             invocation=invocation)
+                             parse_run_rules(split_rules(invocation.rules)[0] or None),
+                             runner, invocation=invocation,
+                             judging=split_rules(invocation.rules)[1])
         finally:
             for _, judge in judges:
                 judge.close()

@@ -39,6 +39,7 @@ class WorkerSetup:
     ledger_mode: str
     shard_dir: str | None
     allow_hosts: tuple[str, ...]
+    judging: tuple[tuple[str, str], ...] = ()  # RunSetup.judging
 
 
 def worker_setup(setup: RunSetup, allow_hosts: tuple[str, ...] = (),
@@ -69,7 +70,8 @@ def worker_setup(setup: RunSetup, allow_hosts: tuple[str, ...] = (),
         str(Path(embedder).resolve()) if embedder is not None else None,
         setup.max_chars, setup.rules, str(path) if path else None,
         ledger.mode if ledger is not None else "record",
-        str(path.parent / SHARDS) if path else None, allow_hosts)
+        str(path.parent / SHARDS) if path else None, allow_hosts,
+        tuple(sorted(setup.judging.items())))
 
 
 _JUDGES: dict[str, Judge] = {}  # per worker process: a GGUF is loaded once
@@ -103,7 +105,8 @@ def evaluate_on_worker(job: ReportJob, setup: WorkerSetup) -> dict[str, Any]:
         if setup.embedder_dir not in _EMBEDDERS:
             _EMBEDDERS[setup.embedder_dir] = Embedder(setup.embedder_dir)
         embedder = _EMBEDDERS[setup.embedder_dir]
-    run = RunSetup(setup.protocols, judges, embedder, setup.max_chars, setup.rules)
+    run = RunSetup(setup.protocols, judges, embedder, setup.max_chars, setup.rules,
+                   judging=dict(setup.judging))
     if run.width > 1 and isinstance(embedder, Embedder):
         run.embedder = SharedEmbedder(embedder)
     try:

@@ -210,7 +210,7 @@ class JudgeService:
                           "length" if full else "stop")
 
     def _count_tokens(self, messages: list[dict[str, str]]) -> int:
-        counter = getattr(self.judge.backend, "prompt_tokens", None)
+        counter = getattr(self.judge.backend, "count_messages", None)
         if counter is None:  # a served or replaying judge: an estimate, 4 characters each
             return sum(len(m["content"]) for m in messages) // 4 + 1
         return int(counter(messages))

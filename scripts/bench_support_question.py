@@ -1,0 +1,140 @@
+"""Agreement with human labels: the shared support question against each protocol's own.
+
+    .venv/bin/python scripts/make_judge_sets.py --per-set 120
+    .venv/bin/python scripts/bench_support_question.py --judge qwen2.5-coder-1.5b \
+        --per-set 18 [--half test] [--threads 2]
+
+For every labelled pair (FactCheck-GPT, WiCE, AttributionBench; gold read binary:
+supported vs not) it asks three prompts: DR3 FA's own yes/no question, DeepEval E3's own
+yes/no question (both as ``support_question=separate`` asks them), and the shared
+three-way question (engine/support_question.py), read by FA's lenient rule and by E3's
+strict rule. It prints, per reading, balanced accuracy and Cohen's kappa on the pooled
+sample with 95% bootstrap intervals (pairs resampled within each set, 2,000 draws,
+seed 0), and the interval of the paired difference shared - own. The sample is
+balanced: the first ``--per-set / 2`` supported and unsupported pairs of each set's
+half in file order (the sets are sampled by sha256 of the id). Every call goes through
+the ledger out/support-question/ledger.sqlite, so a rerun pays only for what is new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from ambereval.engine import support_question as sq
+from ambereval.engine.judge_bench import BINARY, load_pairs, metrics
+from ambereval.engine.protocols.deepeval import SUPPORT_SCHEMA, support_messages
+from ambereval.engine.protocols.dr3 import FA_SCHEMA, fa_messages
+from ambereval.models import open_judge
+
+SETS = ("factcheck_gpt", "wice", "attributionbench")
+READINGS = ("fa_own", "fa_shared", "e3_own", "e3_shared")
+DRAWS = 2000
+
+
+def sample(path: Path, per_set: int) -> list[Any]:
+    pairs, _ = load_pairs(path)
+    yes = [p for p in pairs if p.label == "supported"][: per_set // 2]
+    no = [p for p in pairs if p.label != "supported"][: per_set - per_set // 2]
+    return yes + no
+
+
+def figures(rows: list[dict[str, Any]], reading: str) -> tuple[float, float]:
+    gold = [r["gold"] for r in rows]
+    pred = ["supported" if r[reading] else "unsupported" for r in rows]
+    m = metrics(gold, pred, BINARY)
+    return m["balanced_accuracy"], m["kappa"]
+
+
+def bootstrap(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Point figures and 95% percentile intervals, pairs resampled within each set."""
+    rng = random.Random(0)
+    by_set: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_set.setdefault(r["set"], []).append(r)
+    draws: dict[str, list[tuple[float, float]]] = {k: [] for k in
+                                                   (*READINGS, "fa_diff", "e3_diff")}
+    for _ in range(DRAWS):
+        pick = [rng.choice(items) for items in by_set.values() for _ in items]
+        got = {k: figures(pick, k) for k in READINGS}
+        for k in READINGS:
+            draws[k].append(got[k])
+        for p in ("fa", "e3"):
+            own, shared = got[f"{p}_own"], got[f"{p}_shared"]
+            draws[f"{p}_diff"].append((shared[0] - own[0], shared[1] - own[1]))
+
+    def interval(values: list[float]) -> list[float]:
+        values = sorted(values)
+        return [round(values[int(0.025 * len(values))], 3),
+                round(values[int(0.975 * len(values)) - 1], 3)]
+
+    out: dict[str, Any] = {}
+    for k, values in draws.items():
+        if k in READINGS:
+            ba, kappa = figures(rows, k)
+        else:
+            p = k[:2]
+            own, shared = figures(rows, f"{p}_own"), figures(rows, f"{p}_shared")
+            ba, kappa = shared[0] - own[0], shared[1] - own[1]
+        out[k] = {"balanced_accuracy": round(ba, 3),
+                  "ba_ci95": interval([v[0] for v in values]),
+                  "kappa": round(kappa, 3), "kappa_ci95": interval([v[1] for v in values])}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--judge", default=None, help="a judge by name (amber models list)")
+    ap.add_argument("--judge-model", default=None)
+    ap.add_argument("--sets", type=Path, default=Path("out/judge-sets"))
+    ap.add_argument("--half", default="test")
+    ap.add_argument("--per-set", type=int, default=18)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    out = Path("out/support-question")
+    out.mkdir(parents=True, exist_ok=True)
+    judge = open_judge(args.judge_model, judge=args.judge, ledger=out / "ledger.sqlite",
+                       ledger_mode="reuse", threads=args.threads)
+    name = judge.backend.identity()["model"]["name"]
+    rows: list[dict[str, Any]] = []
+    seconds = {"fa": 0.0, "e3": 0.0, "shared": 0.0}
+    for set_name in SETS:
+        for pair in sample(args.sets / f"{set_name}.{args.half}.jsonl", args.per_set):
+            row: dict[str, Any] = {"set": set_name, "id": pair.id,
+                                   "gold": "supported" if pair.label == "supported"
+                                   else "unsupported"}
+            start = time.perf_counter()
+            row["fa_own"] = bool(judge.ask(fa_messages("evidence", pair.evidence, pair.claim),
+                                           FA_SCHEMA, 24).obj["supported"])
+            seconds["fa"] += time.perf_counter() - start
+            start = time.perf_counter()
+            row["e3_own"] = bool(judge.ask(support_messages("the source", pair.evidence,
+                                                            pair.claim),
+                                           SUPPORT_SCHEMA, 24).obj["supported"])
+            seconds["e3"] += time.perf_counter() - start
+            start = time.perf_counter()
+            answer = judge.ask(sq.messages("the source", pair.evidence, pair.claim),
+                               sq.SCHEMA, sq.MAX_TOKENS).obj["answer"]
+            seconds["shared"] += time.perf_counter() - start
+            row.update(answer=answer, fa_shared=sq.fa_supported(answer),
+                       e3_shared=sq.e3_supported(answer))
+            rows.append(row)
+            print(f"{len(rows):3} {set_name:16} {row['gold']:11} fa {row['fa_own']!s:5} "
+                  f"e3 {row['e3_own']!s:5} shared {answer}", flush=True)
+    result = {"judge": name, "half": args.half, "per_set": args.per_set, "pairs": len(rows),
+              "seconds": {k: round(v, 1) for k, v in seconds.items()},
+              "answers": {a: sum(r["answer"] == a for r in rows) for a in sq.LABELS},
+              "figures": bootstrap(rows), "rows": rows}
+    for k, v in result["figures"].items():
+        print(f"{name[:20]} {k:10} ba {v['balanced_accuracy']:+.3f} {v['ba_ci95']}  "
+              f"kappa {v['kappa']:+.3f} {v['kappa_ci95']}", flush=True)
+    print(f"model seconds {result['seconds']}; shared answers {result['answers']}")
+    (out / f"{name}.{args.half}.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
