@@ -132,7 +132,9 @@ def aggregate(subtasks: list[SubtaskScore],
         "subtask_pass": sum(1 for s in subtasks if passed(s)) / n,
         "user_pref": user_pref(subtasks, o, rules),
         "o": o,
-        "rules": dict(rules),
+        # DailyReport's own rules only: a run-wide rule set also carries the other
+        # protocols' switches, which change nothing here
+        "rules": {k: v for k, v in rules.items() if k in RULES},
     }
 
 
