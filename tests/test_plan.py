@@ -141,3 +141,26 @@ def test_plan_of_the_default_judge_is_the_run_exactly(tmp_path: Path) -> None:
     again = json.loads(run_amber(*args, "--plan", "--json").stdout)
     assert again["total"]["calls"] == 0
     assert run_amber("replay", str(run)).returncode == 0
+
+
+@pytest.mark.slow
+def test_report_level_prompts_share_the_report_as_a_token_prefix() -> None:
+    """Consecutive report-level calls about one report (two criteria, two protocols) have
+    the whole report in common as a token prefix, which llama.cpp's KV cache reuses."""
+    from ambereval.engine.judging import CHECK_SCHEMA, _messages, clip
+    from ambereval.engine.protocols.dr3 import DEPTH_SYSTEM
+    from ambereval.models.llamacpp_backend import LlamaCppBackend
+    from ambereval.models.registry import default_judge_path
+
+    backend = LlamaCppBackend(default_judge_path(), n_ctx=4096)
+    report = clip("# Title\n\n" + "A paragraph of the report with figures 12.5 and 1889. " * 60)
+    first = _messages("Check the requirement.", report, "Requirement: gives a year.")
+    second = _messages(DEPTH_SYSTEM, report, "Request: q\nScore the depth.")
+    vocab = backend.tokenizer()
+    a, b = (vocab.tokenize(backend.render(m)[0].encode(), special=True)
+            for m in (first, second))
+    common = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    alone = len(vocab.tokenize(report.text.encode(), add_bos=False, special=True))
+    assert common >= alone > 500  # everything up to the criterion is shared
+    assert backend._llm is None  # counted without loading the weights
+    assert backend.prompt_tokens(first, CHECK_SCHEMA, 24) == len(a)
