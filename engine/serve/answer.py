@@ -109,13 +109,12 @@ class Answer:
     record_id: str | None = None
     #: for a ``nearest`` answer: the output options in which the capture differs
     nearest: list[str] | None = None
-    #: a body sent in these pieces, one write each (server-sent events, event by event)
-    parts: list[bytes] | None = None
     _stream: Any = None
     _opened: list[_Opened] = field(default_factory=list)
     length: int = 0
     # a stream (server-sent events): sent with chunked transfer coding, one HTTP chunk per
-    # piece, in these sizes (a recorded stream) or as ``live`` yields them (a live one)
+    # piece, in these sizes (of ``body``, or of a recorded stream) or as ``live`` yields
+    # them (a live one)
     chunk_sizes: list[int] | None = None
     live: Iterable[bytes] | None = None
 
@@ -128,12 +127,12 @@ class Answer:
             if self.live is not None:
                 yield from self.live
                 return
-            if self.parts is not None:
-                yield from (p for p in self.parts if p)
-                return
             if self.body is not None:
-                if self.body:
-                    yield self.body
+                start = 0
+                for size in self.chunk_sizes or [len(self.body)]:
+                    if size:
+                        yield self.body[start:start + size]
+                    start += size
                 return
             if self.chunk_sizes is not None:
                 for size in self.chunk_sizes:

@@ -301,12 +301,13 @@ class JudgeReply:
     finish: str  # stop | length
 
 
-def _dumps(obj: Any) -> bytes:
+def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON, as the providers send it."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def openai_body(reply: JudgeReply) -> bytes:
-    return _dumps({
+    return dumps({
         "id": f"chatcmpl-{reply.key[:29]}", "object": "chat.completion",
         "created": reply.created, "model": reply.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text,
@@ -331,7 +332,7 @@ def openai_stream(reply: JudgeReply, include_usage: bool) -> list[bytes]:
 
     def event(delta: dict[str, Any], finish: str | None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return b"data: " + _dumps({**head, "choices": [choice]}) + b"\n\n"
+        return b"data: " + dumps({**head, "choices": [choice]}) + b"\n\n"
 
     events = [event({"role": "assistant", "content": ""}, None)]
     events += [event({"content": piece}, None) for piece in pieces(reply.text) if piece]
@@ -340,7 +341,7 @@ def openai_stream(reply: JudgeReply, include_usage: bool) -> list[bytes]:
         usage = {"prompt_tokens": reply.prompt_tokens,
                  "completion_tokens": reply.completion_tokens,
                  "total_tokens": reply.prompt_tokens + reply.completion_tokens}
-        events.append(b"data: " + _dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
+        events.append(b"data: " + dumps({**head, "choices": [], "usage": usage}) + b"\n\n")
     events.append(b"data: [DONE]\n\n")
     return events
 
@@ -361,19 +362,19 @@ def _gemini_doc(reply: JudgeReply, text: str, last: bool) -> dict[str, Any]:
 
 
 def gemini_body(reply: JudgeReply) -> bytes:
-    return _dumps(_gemini_doc(reply, reply.text, True))
+    return dumps(_gemini_doc(reply, reply.text, True))
 
 
 def gemini_stream(reply: JudgeReply) -> list[bytes]:
     """``streamGenerateContent?alt=sse``: one full response per event, the last with the
     finish reason and usage; no end marker (the stream closes)."""
     parts = pieces(reply.text)
-    return [b"data: " + _dumps(_gemini_doc(reply, p, i == len(parts) - 1)) + b"\r\n\r\n"
+    return [b"data: " + dumps(_gemini_doc(reply, p, i == len(parts) - 1)) + b"\r\n\r\n"
             for i, p in enumerate(parts)]
 
 
 def openai_error(err: ApiError) -> bytes:
-    return _dumps({"error": {"message": err.message, "type": _OPENAI_TYPES.get(
+    return dumps({"error": {"message": err.message, "type": _OPENAI_TYPES.get(
         err.status, "invalid_request_error"), "param": None, "code": err.code}})
 
 
@@ -382,12 +383,12 @@ _OPENAI_TYPES = {400: "invalid_request_error", 404: "invalid_request_error",
 
 
 def gemini_error(err: ApiError) -> bytes:
-    return _dumps({"error": {"code": err.status, "message": err.message,
+    return dumps({"error": {"code": err.status, "message": err.message,
                              "status": err.google_status}})
 
 
 def openai_models(name: str, created: int = 0) -> bytes:
-    return _dumps({"object": "list", "data": [openai_model(name, created)]})
+    return dumps({"object": "list", "data": [openai_model(name, created)]})
 
 
 def openai_model(name: str, created: int = 0) -> dict[str, Any]:
@@ -395,7 +396,7 @@ def openai_model(name: str, created: int = 0) -> dict[str, Any]:
 
 
 def gemini_models(name: str) -> bytes:
-    return _dumps({"models": [gemini_model(name)]})
+    return dumps({"models": [gemini_model(name)]})
 
 
 def gemini_model(name: str) -> dict[str, Any]:

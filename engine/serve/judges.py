@@ -14,7 +14,6 @@ threads; a served judge takes as many at once as Amber's adaptive limit allows.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from ambereval.engine.serve.judge_api import (
     ApiError,
     JudgeQuery,
     JudgeReply,
+    dumps,
     gemini_body,
     gemini_count_body,
     gemini_error,
@@ -116,7 +116,7 @@ class JudgeService:
                 raise ApiError(405, f"{method} {path}: models are listed with GET")
             if path.endswith("/models"):
                 return self._json("openai", openai_models(self.name))
-            return self._json("openai", _dumps(openai_model(path.rsplit("/", 1)[1])))
+            return self._json("openai", dumps(openai_model(path.rsplit("/", 1)[1])))
         if path.removeprefix("/v1") != "/chat/completions":
             raise ApiError(404, f"{path}: Amber's judge answers chat completions and models "
                            "only", "not_found", "NOT_FOUND")
@@ -140,12 +140,12 @@ class JudgeService:
                 raise ApiError(405, f"{method} {parts.path}: models are listed with GET")
             if model is None:
                 return self._json("gemini", gemini_models(self.name))
-            return self._json("gemini", _dumps(gemini_model(model)))
+            return self._json("gemini", dumps(gemini_model(model)))
         if method != "POST":
             raise ApiError(405, f"{method} {parts.path}: {action} takes a POST")
         if action == "countTokens":
             messages = gemini_count_body(body)
-            return self._json("gemini", _dumps({"totalTokens": self._count_tokens(messages)}))
+            return self._json("gemini", dumps({"totalTokens": self._count_tokens(messages)}))
         stream = action == "streamGenerateContent"
         query = parse_gemini(model or "", body, stream)
         reply = self._ask(query)
@@ -244,7 +244,7 @@ class JudgeService:
                    ("X-Amber-Judge", self.name)]
         body = b"".join(events)
         return Answer(200, "OK", headers, "judge", service, body=body, length=len(body),
-                      parts=events)
+                      chunk_sizes=[len(e) for e in events])
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -255,10 +255,6 @@ class JudgeService:
             return {"judge": self.name, **self.counts, **{
                 k: v for k, v in self.judge.stats().items()
                 if k in ("calls", "ledger_hits", "prompt_tokens", "completion_tokens")}}
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def _epoch(stamp: str) -> int:
