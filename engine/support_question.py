@@ -18,6 +18,16 @@ The passages of a page are chosen for every statement citing it (URL or DR3 docu
 tag), whichever protocol asks (:func:`page_statements`), so both protocols send the
 same passages. ``support_question=separate`` asks each protocol's own yes/no prompt
 (the prompts of amber before this change).
+
+**Statements asked together** (rule ``support_batch=N``, default 4): the statements
+citing a page are split, in report order, into the fewest groups of at most N of
+near-equal size, and each group is one prompt: the page's passages once, then the
+numbered statements, and an answer per number. The passages are the same for every
+statement of the page either way, so a group costs about what one statement did; a
+4,830-word report's 406 (statement, page) prompts become 127 (docs/judge-work.md).
+``support_batch=1`` asks each statement alone (the prompts of amber 0.2.0, which a run
+made by it replays with). Both protocols group the same statements the same way, so the
+ledger still shares every answer between them.
 """
 
 from __future__ import annotations
@@ -27,7 +37,8 @@ from typing import Any
 
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.evidence import Page
-from ambereval.errors import InputError
+from ambereval.errors import InputError, ModelError
+from ambereval.models.judge import Judge
 
 RULE = "support_question"
 CHOICES = ("shared", "separate")
@@ -55,6 +66,48 @@ def messages(header: str, passages: str, statement: str) -> list[dict[str, str]]
                                         f"Statement: {statement}"}]
 
 
+BATCH_SYSTEM = (
+    "You compare numbered statements from a research report with passages of the source "
+    "they cite. Use only the passages, never your own knowledge. Judge each statement on "
+    "its own and answer for every number: 'supports' if the passages state what the "
+    "statement says; 'related' if they are about the same subject but do not establish "
+    "the statement; 'contradicts_or_unrelated' if they contradict the statement or "
+    "contain nothing related to it."
+)
+
+
+def batch_messages(header: str, passages: str, statements: list[str]) -> list[dict[str, str]]:
+    """The shared question for several statements of one page: the page in one user
+    message (the longest, so the context rule cuts passages, never a statement), the
+    numbered statements in a second."""
+    listing = "\n".join(f"{n}. {' '.join(text.split())}"
+                        for n, text in enumerate(statements, start=1))
+    return [{"role": "system", "content": BATCH_SYSTEM},
+            {"role": "user", "content": f"Source: {header}\nPassages:\n{passages}"},
+            {"role": "user", "content": f"Statements:\n{listing}\n\n"
+                                        "Answer for each statement by its number."}]
+
+
+def batch_schema(n: int) -> dict[str, Any]:
+    """One answer per statement number, "1" to ``n``, all required, in order."""
+    labels = {"type": "string", "enum": list(LABELS)}
+    numbers = [str(i) for i in range(1, n + 1)]
+    return {"type": "object", "properties": {k: dict(labels) for k in numbers},
+            "required": numbers, "additionalProperties": False}
+
+
+def batch_max_tokens(n: int) -> int:
+    """Room for ``n`` answers: each number and label with its JSON is under 14 tokens."""
+    return 8 + 14 * n
+
+
+def is_support_schema(schema: dict[str, Any]) -> bool:
+    """Whether ``schema`` asks the shared question (one statement or several)."""
+    props = schema.get("properties") or {}
+    return schema == SCHEMA or (bool(props) and all(k.isdigit() for k in props) and all(
+        v.get("enum") == list(LABELS) for v in props.values()))
+
+
 def fa_supported(answer: str) -> bool:
     """DR3 FA's reading (lenient): supported unless contradicted or unrelated."""
     return answer != AGAINST
@@ -65,28 +118,73 @@ def e3_supported(answer: str) -> bool:
     return answer == SUPPORTS
 
 
-#: the rules of how the judge is asked, with their choices (the first is the default);
-#: ``prompt_layout`` names the prompts' layout and is not a choice: a run made with
-#: another layout is replayed with the amber that made it
-JUDGING_RULES = {RULE: CHOICES}
+BATCH_RULE = "support_batch"
+BATCH_DEFAULT = 4
+BATCH_MAX = 16
+#: the rules of how the judge is asked, with their defaults; ``prompt_layout`` names the
+#: prompts' layout and is not a rule: a run made with another layout is replayed with
+#: the amber that made it
+JUDGING_DEFAULTS = {RULE: DEFAULT, BATCH_RULE: str(BATCH_DEFAULT)}
 PROMPT_LAYOUT = "report-first-v1"
+#: what a run whose manifest predates a rule was asked with (amber 0.2.0 asked each
+#: statement alone)
+BEFORE_RULE = {BATCH_RULE: "1"}
+
+
+def check_rule(name: str, value: str) -> str:
+    """``value`` for judging rule ``name`` in its recorded form, or a one-line error."""
+    if name == RULE:
+        if value not in CHOICES:
+            raise InputError(f"rule {RULE} must be one of {', '.join(CHOICES)} "
+                             f"(got {value!r})")
+        return value
+    if not value.isdigit() or not 1 <= int(value) <= BATCH_MAX:
+        raise InputError(f"rule {BATCH_RULE} must be a whole number from 1 to {BATCH_MAX} "
+                         f"(got {value!r})")
+    return str(int(value))
 
 
 def split_rules(pairs: list[str] | None) -> tuple[list[str], dict[str, str]]:
     """``--rule`` values -> (the others, left to DailyReport's parser; the judging rules
-    with defaults filled in). Example: ``split_rules(["support_question=separate"])``."""
-    judging = {name: choices[0] for name, choices in JUDGING_RULES.items()}
+    with defaults filled in). Example: ``split_rules(["support_batch=1"])``."""
+    judging = dict(JUDGING_DEFAULTS)
     rest = []
     for pair in pairs or []:
         name, sep, value = (x.strip() for x in pair.partition("="))
-        if name not in JUDGING_RULES:
+        if name not in JUDGING_DEFAULTS:
             rest.append(pair)
             continue
-        if value not in JUDGING_RULES[name]:
-            raise InputError(f"rule {name} must be one of {', '.join(JUDGING_RULES[name])} "
-                             f"(got {value!r})")
-        judging[name] = value
+        judging[name] = check_rule(name, value)
     return rest, judging
+
+
+@dataclass(frozen=True)
+class Support:
+    """How a run asks whether a cited page supports a statement: ``question`` shared or
+    separate, and the statements asked together in one shared prompt (``batch``)."""
+
+    question: str = DEFAULT
+    batch: int = BATCH_DEFAULT
+
+    @classmethod
+    def of(cls, judging: dict[str, str] | None) -> Support:
+        judging = {**JUDGING_DEFAULTS, **(judging or {})}
+        return cls(check_rule(RULE, judging[RULE]),
+                   int(check_rule(BATCH_RULE, str(judging[BATCH_RULE]))))
+
+    @property
+    def shared(self) -> bool:
+        return self.question == "shared"
+
+    def rules(self) -> dict[str, Any]:
+        """As recorded in a protocol's ``rules``: the batch only where statements are
+        grouped (one statement a prompt records what amber 0.2.0 recorded)."""
+        grouped = self.shared and self.batch > 1
+        return {RULE: self.question, **({BATCH_RULE: self.batch} if grouped else {})}
+
+
+#: the default: the shared question, statements grouped by ``BATCH_DEFAULT``
+SHARED = Support()
 
 
 @dataclass
@@ -130,3 +228,94 @@ def page_statements(ctx: EvalContext, doc_sources: list[tuple[str, Page]]) -> di
 def page_passages(ctx: EvalContext, slot: PageStatements) -> str:
     """The passages of a page for all its statements (one prefix for every check)."""
     return "\n\n".join(ctx.page_passages(slot.page, slot.statements))
+
+
+def groups(statements: list[str], size: int) -> list[list[str]]:
+    """``statements`` in report order, split into the fewest groups of at most ``size``,
+    of near-equal size (the earlier groups one larger): 9 by 4 -> 3, 3, 3."""
+    if not statements:
+        return []
+    count = -(-len(statements) // size)
+    base, extra = divmod(len(statements), count)
+    out, at = [], 0
+    for g in range(count):
+        n = base + (g < extra)
+        out.append(statements[at : at + n])
+        at += n
+    return out
+
+
+@dataclass
+class SupportAnswer:
+    """The shared question's answer for one (statement, page): ``answer`` is None on a
+    judge error (``error``); ``item`` is the statement's number in its prompt of ``of``
+    statements."""
+
+    answer: str | None
+    key: str
+    error: str | None = None
+    item: int = 1
+    of: int = 1
+
+    def record(self) -> dict[str, Any]:
+        """What a verdict records of its question besides the verdict itself."""
+        out: dict[str, Any] = {"ledger_key": self.key}
+        if self.answer is not None:
+            out["answer"] = self.answer
+        if self.of > 1:
+            out.update(item=self.item, of=self.of)
+        return out
+
+
+class SupportAsker:
+    """Asks the shared question for one protocol's pass over a report, each prompt once:
+    the page's passages and groups are derived from ``slots`` (:func:`page_statements`)
+    alone, so every protocol sends the same prompts."""
+
+    def __init__(self, judge: Judge, ctx: EvalContext, slots: dict[str, PageStatements],
+                 batch: int) -> None:
+        self.judge, self.ctx, self.slots, self.batch = judge, ctx, slots, batch
+        self._passages: dict[str, str] = {}
+        self._answers: dict[tuple[str, str], SupportAnswer] = {}
+
+    def slot(self, page: Page, statement: str) -> PageStatements:
+        slot = self.slots.get(page_key(page))
+        if slot is None or statement not in slot.statements:  # not cited as parsed: alone
+            slot = PageStatements(page, page.title or page.url, [statement])
+            self.slots[f"{page_key(page)}\n{statement}"] = slot
+        return slot
+
+    def passages(self, slot: PageStatements) -> str:
+        key = "\n".join([page_key(slot.page), *slot.statements])
+        if key not in self._passages:
+            self._passages[key] = page_passages(self.ctx, slot)
+        return self._passages[key]
+
+    def ask(self, page: Page, statement: str) -> SupportAnswer:
+        slot = self.slot(page, statement)
+        done = self._answers.get((page_key(page), statement))
+        if done is not None:
+            return done
+        passages = self.passages(slot)
+        group = next(g for g in groups(slot.statements, self.batch) if statement in g)
+        if self.batch == 1:
+            msgs, schema, cap = messages(slot.header, passages, statement), SCHEMA, MAX_TOKENS
+        else:
+            msgs, schema, cap = (batch_messages(slot.header, passages, group),
+                                 batch_schema(len(group)), batch_max_tokens(len(group)))
+        try:
+            reply = self.judge.ask(msgs, schema, max_tokens=cap)
+        except ModelError as err:
+            key = self.judge.key(msgs, schema, cap)
+            answers = [SupportAnswer(None, key, str(err)) for _ in group]
+        else:
+            if self.batch == 1:
+                answers = [SupportAnswer(str(reply.obj["answer"]), reply.key)]
+            else:
+                answers = [SupportAnswer(str(reply.obj[str(n)]), reply.key)
+                           for n in range(1, len(group) + 1)]
+        for n, (text, answer) in enumerate(zip(group, answers, strict=True), start=1):
+            if self.batch > 1:
+                answer.item, answer.of = n, len(group)
+            self._answers[(page_key(page), text)] = answer
+        return self._answers[(page_key(page), statement)]

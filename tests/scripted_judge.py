@@ -41,7 +41,9 @@ class ScriptedBackend:
         return out
 
     def complete(self, messages, schema, max_tokens, seed):  # type: ignore[no-untyped-def]
-        prompt = messages[-1]["content"]
+        # what the judge is shown besides its instructions (a page and its statements
+        # may come in two user messages)
+        prompt = "\n\n".join(m["content"] for m in messages if m["role"] != "system")
         self.calls.append(prompt)
         obj = self.answer(schema)
         for needle, forced in self.overrides.items():
@@ -49,6 +51,12 @@ class ScriptedBackend:
                 obj.update({k: v for k, v in forced.items() if k in schema["properties"]})
         return Completion(json.dumps(obj), {"prompt_tokens": len(prompt) // 4,
                                             "completion_tokens": 8})
+
+
+def each(answer: str, most: int = 16) -> dict[str, str]:
+    """An override answering ``answer`` for every statement of a several-statement
+    support prompt (its schema's properties are the numbers "1", "2", ...)."""
+    return {str(n): answer for n in range(1, most + 1)}
 
 
 def scripted_judge(overrides: dict[str, dict[str, Any]] | None = None,

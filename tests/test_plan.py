@@ -45,8 +45,9 @@ def test_plan_counts_the_calls_the_run_makes(tmp_path: Path, embedder: Embedder,
     assert plan["exact"] and plan["tokens"] == "estimate"  # a served-style test judge
     [report] = plan["reports"]
     assert set(report["protocols"]) == set(PROTOCOLS)
-    # DeepEval's E3 checks are DR3's FA questions: the run asks them once
-    assert report["protocols"]["deepeval"]["ledger"] >= 3
+    # DeepEval's E3 checks are DR3's FA questions: the run asks them once (three
+    # statements on two pages, a prompt a page)
+    assert report["protocols"]["deepeval"]["ledger"] == 2
     result = evaluate_bundles([bundle], tasks, PROTOCOLS, [("s", judge)], run, embedder)
     assert plan["total"]["calls"] == len(backend.calls) > 0
     spent = result["stats"]["spent"]
@@ -105,7 +106,7 @@ def test_replay_of_a_run_made_with_the_old_prompts_names_its_amber(
     evaluate_bundles([bundle], tasks, ["dr3"], [("s", judge)], run, embedder)
     path = run / "manifest.json"
     manifest = json.loads(path.read_text())
-    assert manifest["judging"] == {"support_question": "shared",
+    assert manifest["judging"] == {"support_question": "shared", "support_batch": "4",
                                    "prompt_layout": "report-first-v1"}
     assert manifest["rules"]["dr3"]["support_question"] == "shared"
     del manifest["judging"]
@@ -114,6 +115,27 @@ def test_replay_of_a_run_made_with_the_old_prompts_names_its_amber(
             as err:
         replay_run(run)
     assert "amber-eval" in str(err.value.hint)
+
+
+def test_a_run_made_before_statements_were_grouped_replays(tmp_path: Path,
+                                                            embedder: Embedder) -> None:
+    """amber 0.2.0 asked each (statement, page) alone and recorded no ``support_batch``:
+    its runs replay, asked one statement a prompt as they were made; the current default
+    would ask other prompts and miss the ledger."""
+    from ambereval.engine.runs.replay import replay_run
+
+    bundle, tasks = landmarks_bundle(tmp_path, REPORT)
+    run = tmp_path / "run"
+    judge, backend = _judge(run)
+    evaluate_bundles([bundle], tasks, ["dr3", "deepeval"], [("s", judge)], run, embedder,
+                     judging={"support_batch": "1"})
+    assert sum("Statement: " in c for c in backend.calls) == 3
+    path = run / "manifest.json"
+    manifest = json.loads(path.read_text())
+    assert "support_batch" not in manifest["rules"]["dr3"]  # as amber 0.2.0 recorded
+    del manifest["judging"]["support_batch"]  # as amber 0.2.0 wrote it
+    path.write_text(json.dumps(manifest))
+    assert replay_run(run)["identical"]
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_judge import scripted_judge
+from scripted_judge import each, scripted_judge
 
 from ambereval.engine.eval_context import open_context, reports_in
 from ambereval.engine.importers import import_dr3, import_lrb
@@ -16,6 +16,7 @@ from ambereval.engine.protocols.deepeval import presentation_parser_checks
 from ambereval.engine.protocols.dr3 import citation_coverage, evaluate_dr3
 from ambereval.engine.report import parse_report
 from ambereval.engine.runs.evaluate import evaluate_bundles
+from ambereval.engine.support_question import Support
 from ambereval.engine.tasks import dump_tasks, load_tasks
 from ambereval.models import Embedder
 from ambereval.snapshots import Bundle
@@ -140,13 +141,14 @@ def test_dr3_scores_with_a_scripted_judge(tmp_path: Path, embedder: Embedder) ->
     bundle, tasks = dr3_setup(tmp_path)
     # the shared support question answered "related": FA reads it leniently (supported)
     judge = scripted_judge({"Fact: Daily bicycle": {"score": 0.5},
-                            "Statement: ": {"answer": "related"},
+                            "Statements:\n": each("related"),
                             "planning_notes": {"supported": False}})
     with Bundle.open(bundle) as b:
         ctx = open_context(b, reports_in(b)[0], load_tasks(tasks)[0], embedder)
         result = evaluate_dr3(judge, ctx)
-        separate = evaluate_dr3(judge, ctx, support_question="separate")
+        separate = evaluate_dr3(judge, ctx, support=Support("separate"))
     assert result["rules"]["support_question"] == "shared"
+    assert result["rules"]["support_batch"] == 4 and "support_batch" not in separate["rules"]
     checks = [c for claim in result["fa"]["claims"] for c in claim["sources"] if "answer" in c]
     assert checks and all(c["answer"] == "related" and c["supported"] for c in checks)
     assert separate["scores"] == result["scores"]  # FA's own yes/no prompt: all True
@@ -330,11 +332,13 @@ def test_judge_means_recompute_the_average() -> None:
         round(200 / 3, 4)
 
 
-def test_checks_against_one_page_share_its_passages(tmp_path: Path,
-                                                     embedder: Embedder) -> None:
+@pytest.mark.parametrize("batch", [1, 4])
+def test_checks_against_one_page_share_its_passages(tmp_path: Path, embedder: Embedder,
+                                                     batch: int) -> None:
     """DR3's FA and DeepEval's citation accuracy read a page once: every statement citing
-    it is asked with the same passages (each statement's best chunk among them), one
-    right after the other, so the in-process judge evaluates the page prefix once."""
+    it is asked with the same passages (each statement's best chunk among them). Asked
+    alone (``support_batch=1``) they go one right after the other, so the in-process
+    judge evaluates the page prefix once; grouped, they are one prompt."""
     from replay_fixtures import landmarks_bundle
 
     from ambereval.engine.protocols.deepeval import citation_accuracy
@@ -345,6 +349,7 @@ def test_checks_against_one_page_share_its_passages(tmp_path: Path,
               "public museum in 1793 [2].\n\n## Sources\n"
               "[1] Eiffel: {ORIGIN}/pages/eiffel.html\n[2] Louvre: {ORIGIN}/pages/louvre.html\n")
     bundle, tasks = landmarks_bundle(tmp_path, report)
+    mark = "Statement: " if batch == 1 else "Statements:\n"
     for name, run in (("fa", factual_accuracy), ("e3", citation_accuracy)):
         judge = scripted_judge()
         with Bundle.open(bundle) as b:
@@ -352,22 +357,30 @@ def test_checks_against_one_page_share_its_passages(tmp_path: Path,
             url = next(u for c in ctx.report.citations for u in c.urls if "eiffel" in u)
             chunks = [c.text for c in ctx.page(url).chunks]
             assert len(chunks) > 6  # retrieval chooses among its chunks
-            run(judge, ctx)
-        calls = [c for c in judge.backend.calls if "Statement: " in c]  # type: ignore[attr-defined]
+            run(judge, ctx, Support("shared", batch))
+        calls = [c for c in judge.backend.calls if mark in c]  # type: ignore[attr-defined]
         eiffel = [i for i, c in enumerate(calls) if "1889 [1]" in c or "bakeries" in c]
-        assert len(eiffel) == 2 and eiffel[1] == eiffel[0] + 1, name  # asked back to back
-        first, second = (calls[i] for i in eiffel)
-        prefix = first.split("Statement: ")[0]
-        assert second.split("Statement: ")[0] == prefix, name  # one shared page prefix
+        if batch == 1:
+            assert len(eiffel) == 2 and eiffel[1] == eiffel[0] + 1, name  # back to back
+            first, second = (calls[i] for i in eiffel)
+            assert second.split(mark)[0] == first.split(mark)[0], name  # one page prefix
+        else:
+            assert len(eiffel) == 1 and len(calls) == 2, name  # one prompt per page
+            statements = calls[eiffel[0]].split(mark)[1]
+            assert "1. The Eiffel Tower" in statements and "2. The city's" in statements
+        prefix = calls[eiffel[0]].split(mark)[0]
         assert "completed in 1889 for the World's Fair" in prefix, name  # each one's best
         assert "bakeries of the city" in prefix, name
         assert 2 <= sum(c in prefix for c in chunks) <= 6, name  # at most 6 of its chunks
 
 
-def test_fa_and_e3_share_one_support_question(tmp_path: Path, embedder: Embedder) -> None:
-    """With support_question=shared, DR3 FA and DeepEval E3 send the same prompt for a
-    (statement, page): whichever runs second is answered from the ledger; each reads the
-    three-way answer by its own rule (``related``: FA supported, E3 not)."""
+@pytest.mark.parametrize("batch", [1, 4])
+def test_fa_and_e3_share_one_support_question(tmp_path: Path, embedder: Embedder,
+                                              batch: int) -> None:
+    """With support_question=shared, DR3 FA and DeepEval E3 send the same prompts for a
+    report's (statement, page) pairs: whichever runs second is answered from the ledger;
+    each reads the three-way answer by its own rule (``related``: FA supported, E3 not).
+    Grouped, a page's statements are one prompt and each verdict reads its number."""
     from replay_fixtures import landmarks_bundle
     from scripted_judge import ScriptedBackend
 
@@ -377,29 +390,45 @@ def test_fa_and_e3_share_one_support_question(tmp_path: Path, embedder: Embedder
     from ambereval.models.ledger import Ledger
 
     report = ("# Eiffel\n\nThe Eiffel Tower in Paris was completed in 1889 [1]. "
+              "It is made of wrought iron [1]. It was built for a fair [1]. "
               "The Louvre opened as a public museum in 1793 [2].\n\n## Sources\n"
               "[1] Eiffel: {ORIGIN}/pages/eiffel.html\n[2] Louvre: {ORIGIN}/pages/louvre.html\n")
     bundle, tasks = landmarks_bundle(tmp_path, report)
+    mark = "Statement: " if batch == 1 else "Statements:\n"
+    # grouped: the Eiffel page's three statements answered supports, related, against
+    answers = {"Statement: ": {"answer": "related"}, "1. The Louvre": {"1": "related"},
+               "1. The Eiffel": {"1": "supports", "2": "related",
+                                 "3": "contradicts_or_unrelated"}}
     for order in (("fa", "e3"), ("e3", "fa")):
-        backend = ScriptedBackend({"Statement: ": {"answer": "related"}})
-        judge = Judge(backend, Ledger(tmp_path / f"{order[0]}.sqlite", "reuse"))
+        backend = ScriptedBackend(answers)
+        judge = Judge(backend, Ledger(tmp_path / f"{order[0]}{batch}.sqlite", "reuse"))
         results = {}
         with Bundle.open(bundle) as b:
             ctx = open_context(b, reports_in(b)[0], load_tasks(tasks)[0], embedder)
             for name in order:
                 before = len(backend.calls)
                 results[name] = (factual_accuracy if name == "fa" else citation_accuracy)(
-                    judge, ctx)
-                asked = [c for c in backend.calls[before:] if "Statement: " in c]
-                assert (len(asked) == 2) == (name == order[0]), (order, name)  # once
+                    judge, ctx, Support("shared", batch))
+                asked = [c for c in backend.calls[before:] if mark in c]
+                assert len(asked) == (0 if name != order[0] else 4 if batch == 1 else 2)
         fa_keys = sorted(c["ledger_key"] for cl in results["fa"]["claims"]
                          for c in cl["sources"])
         e3_keys = sorted(v["ledger_key"] for u in results["e3"]["urls"]
                          for v in u.get("pairs", []))
-        assert fa_keys == e3_keys and len(fa_keys) == 2
-        assert results["fa"]["score"] == 100.0  # related: lenient FA counts it supported
-        assert results["e3"]["supported_pairs"] == 0  # strict E3 does not
-        assert results["e3"]["e3_unsupported_pairs"] == 2
+        assert fa_keys == e3_keys and len(fa_keys) == 4
+        assert len(set(fa_keys)) == (4 if batch == 1 else 2)  # a prompt a page, grouped
+        fa = [c["supported"] for cl in results["fa"]["claims"] for c in cl["sources"]]
+        e3 = {v["claim"][:12]: v["supported"] for u in results["e3"]["urls"]
+              for v in u["pairs"]}
+        if batch == 1:  # related everywhere: lenient FA supported, strict E3 not
+            assert fa == [True] * 4 and not any(e3.values())
+        else:
+            assert fa == [True, True, False, True]  # the Eiffel page's third: against
+            assert e3 == {"The Eiffel T": True, "It is made o": False,
+                          "It was built": False, "The Louvre o": False}
+            items = [(c["item"], c["of"]) for cl in results["fa"]["claims"]
+                     for c in cl["sources"] if "item" in c]
+            assert items == [(1, 3), (2, 3), (3, 3)]  # a lone statement has no number
 
 
 def test_dr3_fa_loads_only_the_documents_it_cites(tmp_path: Path, embedder: Embedder) -> None:
@@ -427,6 +456,6 @@ def test_dr3_fa_loads_only_the_documents_it_cites(tmp_path: Path, embedder: Embe
         assert list(ctx._pages) == [by_title["The Louvre museum"]]
     assert [s["source"] for c in result["claims"] for s in c["sources"]] == [
         "The Louvre museum"]
-    asked = [c for c in judge.backend.calls if "Statement: " in c]  # type: ignore[attr-defined]
+    asked = [c for c in judge.backend.calls if "Source: " in c]  # type: ignore[attr-defined]
     assert len(asked) == 1 and "Source: The Louvre museum" in asked[0]
     assert "opened as a public museum in 1793" in asked[0]

@@ -135,12 +135,13 @@ def support_messages(url: str, passages: str, statement: str) -> list[dict[str, 
 
 
 def citation_accuracy(judge: Judge, ctx: EvalContext,
-                      support_question: str = sq.DEFAULT) -> dict[str, Any]:
+                      support: sq.Support = sq.SHARED) -> dict[str, Any]:
     """E1 invalid URL, E2 irrelevant page, E3 unsupported (claim, citation) pair; with
-    ``support_question=shared`` E3 is the shared three-way question read strictly."""
-    shared = sq.page_statements(ctx, [(t, p) for t, _, p in doc_tag_pages(ctx)
-                                      if p is not None]) if support_question == "shared" \
-        else {}
+    ``support_question=shared`` E3 is the shared three-way question read strictly (its
+    statements grouped per page, engine/support_question.py)."""
+    asker = sq.SupportAsker(judge, ctx, sq.page_statements(
+        ctx, [(t, p) for t, _, p in doc_tag_pages(ctx) if p is not None]), support.batch) \
+        if support.shared else None
     by_url: dict[str, list[str]] = {}
     sentences = ctx.report.sentences
     for s in sentences:
@@ -176,24 +177,21 @@ def citation_accuracy(judge: Judge, ctx: EvalContext,
         verdicts = []
         # the page is read once: one set of passages for all its claims, so their prompts
         # share the page as a prefix (the in-process judge evaluates it once)
-        slot = shared.get(sq.page_key(page)) if shared else None
-        passages = "\n\n".join(ctx.page_passages(page, slot.statements if slot else claims))
+        passages = "" if asker else "\n\n".join(ctx.page_passages(page, claims))
         for claim in claims:
-            if slot is not None:
-                ans, key = _ask(judge, sq.messages(slot.header, passages, claim), sq.SCHEMA,
-                                sq.MAX_TOKENS)
-                ok = bool(ans and sq.e3_supported(ans["answer"]))
+            if asker is not None:
+                got = asker.ask(page, claim)
+                ok = got.answer is not None and sq.e3_supported(got.answer)
+                asked = got.record()
             else:
                 ans, key = _ask(judge, support_messages(page.url, passages, claim),
                                 SUPPORT_SCHEMA, DECISION_TOKENS)
                 ok = bool(ans and ans["supported"])
+                asked = {"ledger_key": key}
             supported += ok
             e3 += not ok
-            verdict = {"claim": claim[:300], "supported": ok, "ledger_key": key,
-                       "warc_record_id": page.text_record}
-            if slot is not None and ans:
-                verdict["answer"] = ans["answer"]
-            verdicts.append(verdict)
+            verdicts.append({"claim": claim[:300], "supported": ok, **asked,
+                             "warc_record_id": page.text_record})
         entry["pairs"] = verdicts
         urls.append(entry)
     return {"score": round(100.0 * supported / pairs, 4) if pairs else None,
@@ -220,7 +218,7 @@ def _ask(judge: Judge, messages: list[dict[str, str]], schema: dict[str, Any],
 
 def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
                       rules: dict[str, str] | None = None,
-                      support_question: str = sq.DEFAULT) -> dict[str, Any]:
+                      support: sq.Support = sq.SHARED) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
     on_error = switch(rules, "checklist_item_error")
     out: dict[str, Any] = {"clipped_chars": report.cut_chars}
@@ -250,7 +248,7 @@ def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
             f"baseline report not found: {baseline}"
         out["depth"] = {"score": None, "reason": why}
     out["citation_association"] = association
-    out["citation_accuracy"] = citation_accuracy(judge, ctx, support_question)
+    out["citation_accuracy"] = citation_accuracy(judge, ctx, support)
     dims = ("presentation", "consistency", "coverage", "depth", "citation_association",
             "citation_accuracy")
     out["scores"] = {d: out[d]["score"] for d in dims}

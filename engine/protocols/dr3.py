@@ -172,10 +172,11 @@ def doc_tag_pages(ctx: EvalContext) -> list[tuple[str, str, Any]]:
     return out
 
 
-def factual_accuracy(judge: Judge, ctx: EvalContext, support_question: str = sq.DEFAULT,
+def factual_accuracy(judge: Judge, ctx: EvalContext, support: sq.Support = sq.SHARED,
                      claims_rule: str = "cited-sentences") -> dict[str, Any]:
     """FA over (claim, sources) pairs; with ``support_question=shared`` each (statement,
-    page) is the shared three-way question read leniently, else FA's own yes/no prompt."""
+    page) is the shared three-way question read leniently (its statements grouped per
+    page, engine/support_question.py), else FA's own yes/no prompt."""
     tags = doc_tag_pages(ctx)
     tag_pages = {(text, name): page for text, name, page in tags}
     claims: list[dict[str, Any]] = []
@@ -201,40 +202,39 @@ def factual_accuracy(judge: Judge, ctx: EvalContext, support_question: str = sq.
             if page is None or not page.valid:
                 checks.append({"source": name, "supported": False, "reason": "source missing"})
                 continue
-            header = page.title or name
-            if support_question == "shared":
-                header = page.title or page.url
+            header = (page.title or page.url) if support.shared else (page.title or name)
             slot = by_page.setdefault((header, page.capture_id or page.url), (page, []))
             slot[1].append((len(claims), len(checks)))
             checks.append({"source": name})
         claims.append({"claim": text[:300], "start": s.start, "end": s.end,
                        "text": text, "sources": checks})
-    shared = sq.page_statements(ctx, [(t, p) for t, _, p in tags if p is not None]) \
-        if support_question == "shared" else {}
+    asker = sq.SupportAsker(judge, ctx, sq.page_statements(
+        ctx, [(t, p) for t, _, p in tags if p is not None]), support.batch) \
+        if support.shared else None
     for (header, _), (page, slots) in sorted(by_page.items()):
-        statements = shared[sq.page_key(page)].statements if shared else \
-            [claims[i]["text"] for i, _ in slots]
-        passages = "\n\n".join(ctx.page_passages(page, statements))
+        if asker is not None:
+            for i, j in slots:
+                got = asker.ask(page, claims[i]["text"])
+                check = claims[i]["sources"][j]
+                check.update(got.record(), supported=got.answer is not None and
+                             sq.fa_supported(got.answer))
+                if got.answer is None:
+                    check["reason"] = f"judge error: {got.error}"
+                else:
+                    check["warc_record_id"] = page.text_record
+            continue
+        passages = "\n\n".join(ctx.page_passages(page, [claims[i]["text"] for i, _ in slots]))
         for i, j in slots:
             check = claims[i]["sources"][j]
-            if shared:
-                messages, schema, cap = (sq.messages(header, passages, claims[i]["text"]),
-                                         sq.SCHEMA, sq.MAX_TOKENS)
-            else:
-                messages, schema, cap = (fa_messages(header, passages, claims[i]["text"]),
-                                         FA_SCHEMA, DECISION_TOKENS)
+            messages = fa_messages(header, passages, claims[i]["text"])
             try:
-                ans = judge.ask(messages, schema, max_tokens=cap)
+                ans = judge.ask(messages, FA_SCHEMA, max_tokens=DECISION_TOKENS)
             except ModelError as err:
                 check.update(supported=False, reason=f"judge error: {err}",
-                             ledger_key=judge.key(messages, schema, cap))
+                             ledger_key=judge.key(messages, FA_SCHEMA, DECISION_TOKENS))
                 continue
-            if shared:
-                check.update(answer=ans.obj["answer"],
-                             supported=sq.fa_supported(ans.obj["answer"]))
-            else:
-                check["supported"] = bool(ans.obj["supported"])
-            check.update(ledger_key=ans.key, warc_record_id=page.text_record)
+            check.update(supported=bool(ans.obj["supported"]), ledger_key=ans.key,
+                         warc_record_id=page.text_record)
     for claim in claims:
         del claim["text"]
         claim["supported"] = bool(claim["sources"]) and all(
@@ -247,12 +247,11 @@ def factual_accuracy(judge: Judge, ctx: EvalContext, support_question: str = sq.
 
 def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
                  rules: dict[str, str] | None = None,
-                 support_question: str = sq.DEFAULT) -> dict[str, Any]:
+                 support: sq.Support = sq.SHARED) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
     claims_rule = switch(rules, "fa_claims")
     out: dict[str, Any] = {"clipped_chars": report.cut_chars,
-                           "rules": {**RULES, "fa_claims": claims_rule,
-                                     sq.RULE: support_question}}
+                           "rules": {**RULES, "fa_claims": claims_rule, **support.rules()}}
     out["ir_uf"] = _insights(judge, ctx, ctx.task.insights_user_files, report)
     out["ir_sc"] = _insights(judge, ctx, ctx.task.insights_sandbox, report)
     out["cc"] = citation_coverage(ctx)
@@ -270,7 +269,7 @@ def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
         out["dq"] = {"score": None, "raw": None, "reason": reason, "ledger_key": key}
     else:
         out["dq"] = {"score": 10 * value, "raw": value, "reason": reason, "ledger_key": key}
-    out["fa"] = factual_accuracy(judge, ctx, support_question, claims_rule)
+    out["fa"] = factual_accuracy(judge, ctx, support, claims_rule)
     dims = ("ir_uf", "ir_sc", "cc", "fa", "if", "dq")
     out["scores"] = {d: out[d]["score"] for d in dims}
     out["scores"]["avg"] = summarise("dr3", out["scores"], rules)

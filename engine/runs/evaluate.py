@@ -38,8 +38,7 @@ from ambereval.engine.runs.report_job import (
     run_ledger,
 )
 from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter, merge_leftover_shards
-from ambereval.engine.support_question import PROMPT_LAYOUT, split_rules
-from ambereval.engine.support_question import RULE as SUPPORT_RULE
+from ambereval.engine.support_question import PROMPT_LAYOUT, Support, split_rules
 from ambereval.engine.tasks import changed_fields, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge, RetrieverSpec
@@ -352,5 +351,5 @@ def _rules(protocols: list[str], chosen: dict[str, str] | None,
         rules["dailyreport"] = {**DR_RULES, **mine, "verify": VerifyOptions().as_dict()}
     for p in ("dr3", "deepeval"):
         if p in protocols:
-            rules[p] = {**protocol_rules(p, chosen), SUPPORT_RULE: judging[SUPPORT_RULE]}
+            rules[p] = {**protocol_rules(p, chosen), **Support.of(judging).rules()}
     return rules

@@ -95,7 +95,7 @@ class PlanJudge(Judge):
         obj = placeholder(schema)
         if repeat:  # the run reads it back from its ledger
             return JudgeResponse(obj, "", {"prompt_tokens": 0}, key, "ledger")
-        if self._assumed and schema in (sq.SCHEMA, SUPPORT_SCHEMA):
+        if self._assumed and (schema == SUPPORT_SCHEMA or sq.is_support_schema(schema)):
             self.uncertain += 1
         usage = {"prompt_tokens": self.tokens(messages, schema, max_tokens),
                  "completion_tokens": 0}

@@ -39,7 +39,7 @@ from ambereval.engine.protocols.switches import from_manifest
 from ambereval.engine.runs.evaluate import plan_reports, work_totals
 from ambereval.engine.runs.report_job import RunSetup, evaluate_report
 from ambereval.engine.runs.run_dir import OLD_AGGREGATION, RUN_FORMAT, RunWriter
-from ambereval.engine.support_question import PROMPT_LAYOUT
+from ambereval.engine.support_question import BEFORE_RULE, PROMPT_LAYOUT
 from ambereval.errors import AmberError, BundleError, InputError, LedgerMiss, ReplayDifference
 from ambereval.models import Chunk, ChunkParams, Hit, RetrieverSpec
 from ambereval.models.chunk_source import ChunkSource
@@ -383,7 +383,8 @@ def judging_of(manifest: dict[str, Any], run: Path) -> dict[str, str]:
         raise InputError(f"{run}: made by {made} with other judge prompts ({layout}); "
                          f"this amber asks {PROMPT_LAYOUT} prompts",
                          hint=f"replay it with the amber that made it ({made})")
-    return {k: str(v) for k, v in judging.items() if k != "prompt_layout"}
+    # a rule the manifest does not name was not there yet: the run asked as before it
+    return {**BEFORE_RULE, **{k: str(v) for k, v in judging.items() if k != "prompt_layout"}}
 
 
 def replay_run(run_dir: str | Path) -> dict[str, Any]:

@@ -15,8 +15,7 @@ from typing import Any
 from ambereval.engine.aggregation import report_scores
 from ambereval.engine.eval_context import SharedEmbedder, open_context
 from ambereval.engine.judge_meter import Meter
-from ambereval.engine.support_question import DEFAULT as SUPPORT_DEFAULT
-from ambereval.engine.support_question import RULE as SUPPORT_RULE
+from ambereval.engine.support_question import Support
 from ambereval.engine.tasks import Task
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge
@@ -63,7 +62,8 @@ class RunSetup:
     rules: dict[str, str] | None = None
     #: builds each report's context (default :func:`open_context`); replay passes its own
     context_factory: Callable[..., Any] | None = None
-    #: rules of how the judge is asked (engine/support_question.py: ``support_question``)
+    #: rules of how the judge is asked (engine/support_question.py: ``support_question``,
+    #: ``support_batch``)
     judging: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -106,7 +106,7 @@ def evaluate_report(job: ReportJob, setup: RunSetup,
                 result = runners[protocol](meter, ctx, setup.max_chars, setup.rules)
             else:
                 result = runners[protocol](meter, ctx, setup.max_chars, setup.rules,
-                                           setup.judging.get(SUPPORT_RULE, SUPPORT_DEFAULT))
+                                           Support.of(setup.judging))
             if tick is not None:
                 tick()
             return result, meter

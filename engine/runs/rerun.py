@@ -105,6 +105,7 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
     from ambereval.engine.protocols.switches import parse_run_rules
     from ambereval.engine.runs.evaluate import evaluate_bundles
     from ambereval.engine.runs.executors import make_executor
+    from ambereval.engine.runs.replay import judging_of
     from ambereval.engine.runs.report_job import judges_width
     from ambereval.engine.support_question import split_rules
     from ambereval.models import Embedder
@@ -116,6 +117,8 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
     if not (run / "run.json").is_file():
         raise InputError(f"{run}: the run did not finish (no run.json)",
                          hint=f"finish it first: amber evaluate --resume {run}")
+    # asked as the run asked (a rule the run predates keeps its earlier value)
+    judging = judging_of(json.loads((run / "manifest.json").read_text()), run)
     embedder = embedder or Embedder()
     reruns = []
     shutil.rmtree(run / "reruns", ignore_errors=True)  # reruns of an earlier call go
@@ -130,7 +133,7 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
                              judges, out, embedder, progress, invocation.clip_chars,
                              parse_run_rules(split_rules(invocation.rules)[0] or None),
                              runner, invocation=invocation,
-                             judging=split_rules(invocation.rules)[1])
+                             judging=judging)
         finally:
             for _, judge in judges:
                 judge.close()
