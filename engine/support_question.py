@@ -33,13 +33,14 @@ ledger still shares every answer between them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.evidence import Page
 from ambereval.errors import InputError, ModelError
 from ambereval.models.judge import Judge
 
+T = TypeVar("T")
 RULE = "support_question"
 CHOICES = ("shared", "separate")
 DEFAULT = "shared"
@@ -230,14 +231,15 @@ def page_passages(ctx: EvalContext, slot: PageStatements) -> str:
     return "\n\n".join(ctx.page_passages(slot.page, slot.statements))
 
 
-def groups(statements: list[str], size: int) -> list[list[str]]:
+def groups(statements: list[T], size: int) -> list[list[T]]:
     """``statements`` in report order, split into the fewest groups of at most ``size``,
     of near-equal size (the earlier groups one larger): 9 by 4 -> 3, 3, 3."""
     if not statements:
         return []
     count = -(-len(statements) // size)
     base, extra = divmod(len(statements), count)
-    out, at = [], 0
+    out: list[list[T]] = []
+    at = 0
     for g in range(count):
         n = base + (g < extra)
         out.append(statements[at : at + n])

@@ -18,9 +18,10 @@ request is counted once (a run reads it back from its ledger). Answers are place
 (true, the first choice): DeepEval asks E3 on every page (E2 "relevant"), the same
 assumption for both versions.
 
-**Timed** (``--wall-qid``; ``--skip-wall`` to leave out): ``amber evaluate --protocol
-all`` with the default judge on a shorter LRB report, old and new one after the other on
-the same bundle, each with a fresh ledger; wall seconds and the ledger's figures.
+**Timed** (``--wall-qid``, by default the counted report; ``--skip-wall`` to leave out):
+``amber evaluate --protocol all`` with the default judge, old and new one after the
+other on the same bundle, each with a fresh ledger; wall seconds and the ledger's
+figures.
 On a shared machine, wall times are upper bounds.
 """
 
@@ -147,8 +148,9 @@ def main() -> None:
                     help="PYTHONPATH of an older copy of the code")
     ap.add_argument("--qid", default="policyfX8vyl8vSaEC7Jue")
     ap.add_argument("--filler-qid", default="marketDEJL1uDRvx5UqKKm")
-    ap.add_argument("--wall-qid", default="marketDEJL1uDRvx5UqKKm")
-    ap.add_argument("--wall-filler-qid", default="policyfX8vyl8vSaEC7Jue")
+    ap.add_argument("--wall-qid", default="policyfX8vyl8vSaEC7Jue",
+                    help="the report timed (default: the counted one)")
+    ap.add_argument("--wall-filler-qid", default="marketDEJL1uDRvx5UqKKm")
     ap.add_argument("--skip-wall", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "judge-work")
@@ -169,7 +171,8 @@ def main() -> None:
           f"{old['prompt_tokens']:,} -> {new['prompt_tokens']:,} "
           f"({new['prompt_tokens'] / old['prompt_tokens']:.2f}x)", flush=True)
     if not args.skip_wall:
-        small = lrb_bundle(args.wall_qid, args.wall_filler_qid, args.out / args.wall_qid)
+        small = made if (args.wall_qid, args.wall_filler_qid) == (args.qid, args.filler_qid) \
+            else lrb_bundle(args.wall_qid, args.wall_filler_qid, args.out / args.wall_qid)
         print(f"{args.wall_qid}: {small['words']} words, {small['claims']} claims, "
               f"{small['cited_urls']} cited URLs (timed)", flush=True)
         walls = {}

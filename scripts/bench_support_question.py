@@ -2,18 +2,23 @@
 
     .venv/bin/python scripts/make_judge_sets.py --per-set 120
     .venv/bin/python scripts/bench_support_question.py --judge qwen2.5-coder-1.5b \
-        --per-set 18 [--half test] [--threads 2]
+        --per-set 20 [--batch 4] [--half test] [--threads 2]
 
 For every labelled pair (FactCheck-GPT, WiCE, AttributionBench; gold read binary:
 supported vs not) it asks three prompts: DR3 FA's own yes/no question, DeepEval E3's own
 yes/no question (both as ``support_question=separate`` asks them), and the shared
 three-way question (engine/support_question.py), read by FA's lenient rule and by E3's
-strict rule. It prints, per reading, balanced accuracy and Cohen's kappa on the pooled
-sample with 95% bootstrap intervals (pairs resampled within each set, 2,000 draws,
-seed 0), and the interval of the paired difference shared - own. The sample is
-balanced: the first ``--per-set / 2`` supported and unsupported pairs of each set's
-half in file order (the sets are sampled by sha256 of the id). Every call goes through
-the ledger out/support-question/ledger.sqlite, so a rerun pays only for what is new.
+strict rule; and the shared question with ``--batch`` statements a prompt, as a run asks
+it with ``support_batch`` (``fa_batch``, ``e3_batch``): each set's pairs, in a fixed
+shuffled order (seed 0), go in groups of that many, the group's evidence texts are the
+source's passages (as a page's passages are chosen for all its statements) and every
+claim of the group is one numbered statement. It prints, per reading, balanced accuracy
+and Cohen's kappa on the pooled sample with 95% bootstrap intervals (pairs resampled
+within each set, 2,000 draws, seed 0), and the intervals of the paired differences
+shared - own and batch - own. The sample is balanced: the first ``--per-set / 2``
+supported and unsupported pairs of each set's half in file order (the sets are sampled
+by sha256 of the id). Every call goes through the ledger out/support-question/
+ledger.sqlite, so a rerun pays only for what is new.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from ambereval.engine.protocols.dr3 import FA_SCHEMA, fa_messages
 from ambereval.models import open_judge
 
 SETS = ("factcheck_gpt", "wice", "attributionbench")
-READINGS = ("fa_own", "fa_shared", "e3_own", "e3_shared")
+READINGS = ("fa_own", "fa_shared", "fa_batch", "e3_own", "e3_shared", "e3_batch")
+DIFFS = {"fa_diff": ("fa_shared", "fa_own"), "e3_diff": ("e3_shared", "e3_own"),
+         "fa_batch_diff": ("fa_batch", "fa_own"), "e3_batch_diff": ("e3_batch", "e3_own")}
 DRAWS = 2000
 
 
@@ -40,7 +47,9 @@ def sample(path: Path, per_set: int) -> list[Any]:
     pairs, _ = load_pairs(path)
     yes = [p for p in pairs if p.label == "supported"][: per_set // 2]
     no = [p for p in pairs if p.label != "supported"][: per_set - per_set // 2]
-    return yes + no
+    mixed = yes + no
+    random.Random(0).shuffle(mixed)  # groups of --batch mix labels
+    return mixed
 
 
 def figures(rows: list[dict[str, Any]], reading: str) -> tuple[float, float]:
@@ -56,16 +65,14 @@ def bootstrap(rows: list[dict[str, Any]]) -> dict[str, Any]:
     by_set: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_set.setdefault(r["set"], []).append(r)
-    draws: dict[str, list[tuple[float, float]]] = {k: [] for k in
-                                                   (*READINGS, "fa_diff", "e3_diff")}
+    draws: dict[str, list[tuple[float, float]]] = {k: [] for k in (*READINGS, *DIFFS)}
     for _ in range(DRAWS):
         pick = [rng.choice(items) for items in by_set.values() for _ in items]
         got = {k: figures(pick, k) for k in READINGS}
         for k in READINGS:
             draws[k].append(got[k])
-        for p in ("fa", "e3"):
-            own, shared = got[f"{p}_own"], got[f"{p}_shared"]
-            draws[f"{p}_diff"].append((shared[0] - own[0], shared[1] - own[1]))
+        for k, (new, own) in DIFFS.items():
+            draws[k].append((got[new][0] - got[own][0], got[new][1] - got[own][1]))
 
     def interval(values: list[float]) -> list[float]:
         values = sorted(values)
@@ -77,9 +84,8 @@ def bootstrap(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if k in READINGS:
             ba, kappa = figures(rows, k)
         else:
-            p = k[:2]
-            own, shared = figures(rows, f"{p}_own"), figures(rows, f"{p}_shared")
-            ba, kappa = shared[0] - own[0], shared[1] - own[1]
+            new, own = (figures(rows, r) for r in DIFFS[k])
+            ba, kappa = new[0] - own[0], new[1] - own[1]
         out[k] = {"balanced_accuracy": round(ba, 3),
                   "ba_ci95": interval([v[0] for v in values]),
                   "kappa": round(kappa, 3), "kappa_ci95": interval([v[1] for v in values])}
@@ -94,16 +100,30 @@ def main() -> None:
     ap.add_argument("--half", default="test")
     ap.add_argument("--per-set", type=int, default=18)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--batch", type=int, default=sq.BATCH_DEFAULT,
+                    help="statements a prompt for the grouped reading")
+    ap.add_argument("--ctx", type=int, default=8192, help="the judge's context (tokens)")
     args = ap.parse_args()
     out = Path("out/support-question")
     out.mkdir(parents=True, exist_ok=True)
     judge = open_judge(args.judge_model, judge=args.judge, ledger=out / "ledger.sqlite",
-                       ledger_mode="reuse", threads=args.threads)
+                       ledger_mode="reuse", threads=args.threads, n_ctx=args.ctx)
     name = judge.backend.identity()["model"]["name"]
     rows: list[dict[str, Any]] = []
-    seconds = {"fa": 0.0, "e3": 0.0, "shared": 0.0}
+    seconds = {"fa": 0.0, "e3": 0.0, "shared": 0.0, "batch": 0.0}
+    calls = {"batch": 0}
     for set_name in SETS:
-        for pair in sample(args.sets / f"{set_name}.{args.half}.jsonl", args.per_set):
+        pairs = sample(args.sets / f"{set_name}.{args.half}.jsonl", args.per_set)
+        grouped: dict[str, str] = {}
+        for group in sq.groups(pairs, args.batch):
+            start = time.perf_counter()
+            obj = judge.ask(sq.batch_messages("the source", "\n\n".join(
+                p.evidence for p in group), [p.claim for p in group]),
+                sq.batch_schema(len(group)), sq.batch_max_tokens(len(group))).obj
+            seconds["batch"] += time.perf_counter() - start
+            calls["batch"] += 1
+            grouped.update({p.id: obj[str(n)] for n, p in enumerate(group, start=1)})
+        for pair in pairs:
             row: dict[str, Any] = {"set": set_name, "id": pair.id,
                                    "gold": "supported" if pair.label == "supported"
                                    else "unsupported"}
@@ -121,16 +141,20 @@ def main() -> None:
                                sq.SCHEMA, sq.MAX_TOKENS).obj["answer"]
             seconds["shared"] += time.perf_counter() - start
             row.update(answer=answer, fa_shared=sq.fa_supported(answer),
-                       e3_shared=sq.e3_supported(answer))
+                       e3_shared=sq.e3_supported(answer), batch_answer=grouped[pair.id],
+                       fa_batch=sq.fa_supported(grouped[pair.id]),
+                       e3_batch=sq.e3_supported(grouped[pair.id]))
             rows.append(row)
             print(f"{len(rows):3} {set_name:16} {row['gold']:11} fa {row['fa_own']!s:5} "
-                  f"e3 {row['e3_own']!s:5} shared {answer}", flush=True)
+                  f"e3 {row['e3_own']!s:5} shared {answer:24} grouped {row['batch_answer']}",
+                  flush=True)
     result = {"judge": name, "half": args.half, "per_set": args.per_set, "pairs": len(rows),
+              "batch": args.batch, "batch_calls": calls["batch"],
               "seconds": {k: round(v, 1) for k, v in seconds.items()},
               "answers": {a: sum(r["answer"] == a for r in rows) for a in sq.LABELS},
               "figures": bootstrap(rows), "rows": rows}
     for k, v in result["figures"].items():
-        print(f"{name[:20]} {k:10} ba {v['balanced_accuracy']:+.3f} {v['ba_ci95']}  "
+        print(f"{name[:20]} {k:13} ba {v['balanced_accuracy']:+.3f} {v['ba_ci95']}  "
               f"kappa {v['kappa']:+.3f} {v['kappa_ci95']}", flush=True)
     print(f"model seconds {result['seconds']}; shared answers {result['answers']}")
     (out / f"{name}.{args.half}.json").write_text(json.dumps(result, indent=1, sort_keys=True))
