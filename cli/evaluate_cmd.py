@@ -67,8 +67,9 @@ def evaluate_cmd(
         "--ledger-mode", help="record | reuse | replay for RUN_DIR/ledger.sqlite.")] = "reuse",
     rule: Annotated[list[str] | None, typer.Option(
         "--rule", help="Switch one of the protocols' own rules, e.g. c1_empty=zero "
-        "(DailyReport), depth_no_decisive=zero (DeepEval) or support_question=separate (DR3 FA "
-        "and DeepEval E3 ask their own questions); the documentation's page \"The three "
+        "(DailyReport), depth_no_decisive=zero (DeepEval), support_question=separate (DR3 FA "
+        "and DeepEval E3 ask their own questions) or support_batch=1 (one statement a "
+        "support prompt; default 4); the documentation's page \"The three "
         "protocols\" (docs/protocols.md) lists them all (repeatable; recorded in "
         "manifest.json).")] = None,
     executor: Annotated[str, typer.Option(

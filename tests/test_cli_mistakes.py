@@ -56,6 +56,18 @@ def test_evaluate_checks_its_inputs_before_creating_the_run(bundle: Path,
     assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists()
 
 
+@pytest.mark.parametrize("value", ["0", "17", "four", ""])
+def test_a_support_batch_out_of_range_is_refused_before_the_run(value: str, bundle: Path,
+                                                               tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text("[]")
+    done = run_amber("evaluate", str(bundle), "--task", str(tasks), "--out",
+                     str(tmp_path / "run"), "--rule", f"support_batch={value}")
+    one_line(done, 2, f"rule support_batch must be a whole number from 1 to 16 (got "
+                      f"{value!r})")
+    assert not (tmp_path / "run").exists()
+
+
 def test_pack_refuses_an_out_it_cannot_write_and_leaves_nothing(bundle: Path,
                                                                tmp_path: Path) -> None:
     (tmp_path / "adir").mkdir()
