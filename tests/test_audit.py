@@ -68,7 +68,7 @@ def test_run_directory_audit_covers_every_protocol(runs: Runs) -> None:
             page = audit.pages[ev.warc_record_id]
             assert ev.passages and all(p.source == "prompt" for p in ev.passages)
             request = LedgerReader(runs.run / "ledger.sqlite").get(ev.ledger_key)["request"]
-            prompt = json.loads(request)["messages"][-1]["content"]
+            prompt = "\n".join(m["content"] for m in json.loads(request)["messages"])
             for p in ev.passages:
                 assert page["text"][p.start:p.end] in prompt
     fac = [i for i in report.items if i.dimension == "fac"]
@@ -81,6 +81,14 @@ def test_run_directory_audit_covers_every_protocol(runs: Runs) -> None:
     assert keys and all(not audit.ledger[k].get("missing") for k in keys)
     assert all(i.outcome in ("pass", "partial", "fail", "unknown", "info")
                for i in report.items)
+
+
+def test_a_support_answer_says_which_of_a_prompts_answers_it_read() -> None:
+    from ambereval.engine.runs.audit_items import _support_answer
+
+    assert _support_answer({"supported": True, "item": 2, "of": 3}) == \
+        "supported (answer 2 of 3 in one prompt)"
+    assert _support_answer({"supported": False}) == "not supported"
 
 
 def test_passages_in_prompt_are_exact_slices() -> None:

@@ -32,6 +32,15 @@ def _span_of(text: str | None, fragment: str) -> list[int] | None:
     return [at, at + len(fragment)] if at >= 0 else None
 
 
+def _support_answer(check: dict[str, Any]) -> str:
+    """A support check's verdict, and where its answer is when the page's statements were
+    asked together (engine/support_question.py, ``support_batch``)."""
+    verdict = "supported" if check.get("supported") else "not supported"
+    if check.get("of"):
+        return f"{verdict} (answer {check.get('item')} of {check['of']} in one prompt)"
+    return verdict
+
+
 def claim_items(loader: RunLoader, bundle: Bundle | None, verdicts: list[dict[str, Any]],
                  protocol: str, dimension: str, judge: str) -> list[AuditItem]:
     items = []
@@ -114,8 +123,7 @@ def dr3_items(loader: RunLoader, bundle: Bundle | None, result: dict[str, Any], 
             evidence.append(loader.evidence(
                 bundle, url=(page or {}).get("url") or src.get("source", ""),
                 record_id=src.get("warc_record_id"), key=src.get("ledger_key"),
-                answer="supported" if src.get("supported") else "not supported",
-                quote=src.get("reason")))
+                answer=_support_answer(src), quote=src.get("reason")))
         span = [claim["start"], claim["end"]] if "start" in claim and "end" in claim else None
         items.append(AuditItem(
             id=f"fa.{i}", protocol=p, dimension="fa", judge=judge,
@@ -191,8 +199,7 @@ def deepeval_items(loader: RunLoader, bundle: Bundle | None, result: dict[str, A
         for j, pair in enumerate(entry.get("pairs") or [], start=1):
             ev = loader.evidence(bundle, url=url, record_id=pair.get("warc_record_id"),
                                  capture_id=entry.get("capture_id"), key=pair.get("ledger_key"),
-                                 answer="supported" if pair.get("supported") else
-                                 "not supported")
+                                 answer=_support_answer(pair))
             ok = pair.get("supported")
             items.append(AuditItem(
                 id=f"citation_accuracy.{i}.{j}", protocol=p, dimension="citation_accuracy",
