@@ -133,13 +133,23 @@ def timed(bundle: Path, tasks: Path, before: Path | None, out: Path,
     cmd = [sys.executable, "-m", "ambereval.cli", "evaluate", str(bundle), "--task",
            str(tasks), "--protocol", "all", "--out", str(out), "--threads", str(threads),
            "--json"]
+    plan = None
+    if before is None:  # this code's --plan, made first, against the calls the run makes
+        done = subprocess.run([*cmd, "--plan"], env=env_for(before), capture_output=True,
+                              text=True, cwd=bundle.parent)
+        if done.returncode != 0:
+            raise SystemExit(done.stderr.strip()[-800:])
+        plan = json.loads(done.stdout)["total"]
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env_for(before), capture_output=True, text=True,
                           cwd=bundle.parent)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(done.stderr.strip()[-800:])
-    return {**ledger_figures(out / "ledger.sqlite"), "wall_seconds": round(wall, 1)}
+    got = {**ledger_figures(out / "ledger.sqlite"), "wall_seconds": round(wall, 1)}
+    if plan is not None:
+        got["planned"] = {"calls": plan["calls"], "prompt_tokens": plan["prompt_tokens"]}
+    return got
 
 
 def main() -> None:
@@ -182,6 +192,10 @@ def main() -> None:
             print(f"{name:>7}: {walls[name]['calls']} calls, "
                   f"{walls[name]['prompt_tokens']:,} prompt tokens, "
                   f"wall {walls[name]['wall_seconds']} s", flush=True)
+            if "planned" in walls[name]:
+                print(f"{'':>7}  --plan said {walls[name]['planned']['calls']} calls, "
+                      f"{walls[name]['planned']['prompt_tokens']:,} prompt tokens",
+                      flush=True)
         now, old = walls["now"], walls["before"]
         print(f"wall {now['wall_seconds'] / old['wall_seconds']:.2f}x, prompt tokens "
               f"{now['prompt_tokens'] / old['prompt_tokens']:.2f}x", flush=True)
