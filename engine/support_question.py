@@ -77,36 +77,71 @@ BATCH_SYSTEM = (
 )
 
 
-def batch_messages(header: str, passages: str, statements: list[str]) -> list[dict[str, str]]:
+#: words of a statement its answer repeats before its label (``batch_schema``)
+OPENING_WORDS = 6
+#: experiment switch (bench_support_question --batch-layout): answers repeat the
+#: statement's opening before the label
+ANCHORED = True
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def opening(statement: str) -> str:
+    """The first words of a statement, as the numbered list shows them."""
+    return " ".join(_flat(statement).split(" ")[:OPENING_WORDS])
+
+
+def batch_messages(header: str, passages: str, statements: list[str],
+                   anchored: bool | None = None) -> list[dict[str, str]]:
     """The shared question for several statements of one page: the page in one user
     message (the longest, so the context rule cuts passages, never a statement), the
     numbered statements in a second."""
-    listing = "\n".join(f"{n}. {' '.join(text.split())}"
-                        for n, text in enumerate(statements, start=1))
+    anchored = ANCHORED if anchored is None else anchored
+    listing = "\n".join(f"{n}. {_flat(text)}" for n, text in enumerate(statements, start=1))
+    ask = ("For each number, write the opening words of its statement, then the answer "
+           "for that statement." if anchored else "Answer for each statement by its number.")
     return [{"role": "system", "content": BATCH_SYSTEM},
             {"role": "user", "content": f"Source: {header}\nPassages:\n{passages}"},
-            {"role": "user", "content": f"Statements:\n{listing}\n\n"
-                                        "Answer for each statement by its number."}]
+            {"role": "user", "content": f"Statements:\n{listing}\n\n{ask}"}]
 
 
-def batch_schema(n: int) -> dict[str, Any]:
-    """One answer per statement number, "1" to ``n``, all required, in order."""
+def batch_schema(statements: list[str], anchored: bool | None = None) -> dict[str, Any]:
+    """One answer per statement number, "1" to ``n``, all required, in order; each
+    repeats its statement's opening words before the label, so a small judge reads the
+    statement it answers right before answering (not the position in the list)."""
+    anchored = ANCHORED if anchored is None else anchored
     labels = {"type": "string", "enum": list(LABELS)}
-    numbers = [str(i) for i in range(1, n + 1)]
-    return {"type": "object", "properties": {k: dict(labels) for k in numbers},
-            "required": numbers, "additionalProperties": False}
+    props: dict[str, Any] = {}
+    for n, text in enumerate(statements, start=1):
+        props[str(n)] = dict(labels) if not anchored else {
+            "type": "object", "properties": {"opening": {"type": "string",
+                                                         "enum": [opening(text)]},
+                                             "answer": dict(labels)},
+            "required": ["opening", "answer"], "additionalProperties": False}
+    return {"type": "object", "properties": props, "required": list(props),
+            "additionalProperties": False}
 
 
-def batch_max_tokens(n: int) -> int:
-    """Room for ``n`` answers: each number and label with its JSON is under 14 tokens."""
-    return 8 + 14 * n
+def batch_answers(obj: dict[str, Any], n: int) -> list[str]:
+    """The labels of a several-statement answer, in statement order."""
+    return [str(v["answer"] if isinstance(v, dict) else v)
+            for v in (obj[str(i)] for i in range(1, n + 1))]
+
+
+def batch_max_tokens(statements: list[str]) -> int:
+    """Room for every answer: a number and label with their JSON are under 14 tokens,
+    an opening of six words under 24."""
+    return 8 + sum(14 + (24 if ANCHORED else 0) for _ in statements)
 
 
 def is_support_schema(schema: dict[str, Any]) -> bool:
     """Whether ``schema`` asks the shared question (one statement or several)."""
     props = schema.get("properties") or {}
     return schema == SCHEMA or (bool(props) and all(k.isdigit() for k in props) and all(
-        v.get("enum") == list(LABELS) for v in props.values()))
+        (v.get("properties", {}).get("answer") or v).get("enum") == list(LABELS)
+        for v in props.values()))
 
 
 def fa_supported(answer: str) -> bool:
@@ -304,7 +339,7 @@ class SupportAsker:
             msgs, schema, cap = messages(slot.header, passages, statement), SCHEMA, MAX_TOKENS
         else:
             msgs, schema, cap = (batch_messages(slot.header, passages, group),
-                                 batch_schema(len(group)), batch_max_tokens(len(group)))
+                                 batch_schema(group), batch_max_tokens(group))
         try:
             reply = self.judge.ask(msgs, schema, max_tokens=cap)
         except ModelError as err:
@@ -314,8 +349,8 @@ class SupportAsker:
             if self.batch == 1:
                 answers = [SupportAnswer(str(reply.obj["answer"]), reply.key)]
             else:
-                answers = [SupportAnswer(str(reply.obj[str(n)]), reply.key)
-                           for n in range(1, len(group) + 1)]
+                answers = [SupportAnswer(label, reply.key)
+                           for label in batch_answers(reply.obj, len(group))]
         for n, (text, answer) in enumerate(zip(group, answers, strict=True), start=1):
             if self.batch > 1:
                 answer.item, answer.of = n, len(group)

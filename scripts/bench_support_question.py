@@ -103,7 +103,11 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=sq.BATCH_DEFAULT,
                     help="statements a prompt for the grouped reading")
     ap.add_argument("--ctx", type=int, default=8192, help="the judge's context (tokens)")
+    ap.add_argument("--batch-layout", choices=("anchored", "plain"), default="anchored")
+    ap.add_argument("--only-batch", action="store_true",
+                    help="ask only the grouped prompts (compare layouts on a dev half)")
     args = ap.parse_args()
+    sq.ANCHORED = args.batch_layout == "anchored"
     out = Path("out/support-question")
     out.mkdir(parents=True, exist_ok=True)
     judge = open_judge(args.judge_model, judge=args.judge, ledger=out / "ledger.sqlite",
@@ -117,16 +121,23 @@ def main() -> None:
         grouped: dict[str, str] = {}
         for group in sq.groups(pairs, args.batch):
             start = time.perf_counter()
+            claims = [p.claim for p in group]
             obj = judge.ask(sq.batch_messages("the source", "\n\n".join(
-                p.evidence for p in group), [p.claim for p in group]),
-                sq.batch_schema(len(group)), sq.batch_max_tokens(len(group))).obj
+                p.evidence for p in group), claims), sq.batch_schema(claims),
+                sq.batch_max_tokens(claims)).obj
             seconds["batch"] += time.perf_counter() - start
             calls["batch"] += 1
-            grouped.update({p.id: obj[str(n)] for n, p in enumerate(group, start=1)})
+            grouped.update({p.id: label for p, label in
+                            zip(group, sq.batch_answers(obj, len(group)), strict=True)})
         for pair in pairs:
             row: dict[str, Any] = {"set": set_name, "id": pair.id,
                                    "gold": "supported" if pair.label == "supported"
                                    else "unsupported"}
+            if args.only_batch:
+                label = grouped[pair.id]
+                rows.append({**row, "batch_answer": label, "fa_batch": sq.fa_supported(label),
+                             "e3_batch": sq.e3_supported(label)})
+                continue
             start = time.perf_counter()
             row["fa_own"] = bool(judge.ask(fa_messages("evidence", pair.evidence, pair.claim),
                                            FA_SCHEMA, 24).obj["supported"])
@@ -148,6 +159,13 @@ def main() -> None:
             print(f"{len(rows):3} {set_name:16} {row['gold']:11} fa {row['fa_own']!s:5} "
                   f"e3 {row['e3_own']!s:5} shared {answer:24} grouped {row['batch_answer']}",
                   flush=True)
+    if args.only_batch:
+        got = {k: figures(rows, k) for k in ("fa_batch", "e3_batch")}
+        print(f"{name[:20]} {args.half} {args.batch_layout} batch {args.batch}: "
+              + "; ".join(f"{k} ba {v[0]:.3f} kappa {v[1]:+.3f}" for k, v in got.items())
+              + f"; answers { {a: sum(r['batch_answer'] == a for r in rows) for a in sq.LABELS} }"
+              + f"; {calls['batch']} calls, {seconds['batch']:.0f} s", flush=True)
+        return
     result = {"judge": name, "half": args.half, "per_set": args.per_set, "pairs": len(rows),
               "batch": args.batch, "batch_calls": calls["batch"],
               "seconds": {k: round(v, 1) for k, v in seconds.items()},

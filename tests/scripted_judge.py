@@ -48,7 +48,12 @@ class ScriptedBackend:
         obj = self.answer(schema)
         for needle, forced in self.overrides.items():
             if needle in prompt:
-                obj.update({k: v for k, v in forced.items() if k in schema["properties"]})
+                for k, v in forced.items():
+                    if k not in schema["properties"]:
+                        continue
+                    # a label for a statement whose answer also repeats its opening
+                    obj[k] = {**obj[k], "answer": v} if isinstance(obj[k], dict) and \
+                        not isinstance(v, dict) else v
         return Completion(json.dumps(obj), {"prompt_tokens": len(prompt) // 4,
                                             "completion_tokens": 8})
 
