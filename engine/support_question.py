@@ -100,7 +100,7 @@ def batch_messages(header: str, passages: str, statements: list[str],
     numbered statements in a second."""
     anchored = ANCHORED if anchored is None else anchored
     listing = "\n".join(f"{n}. {_flat(text)}" for n, text in enumerate(statements, start=1))
-    ask = ("For each number, write the opening words of its statement, then the answer "
+    ask = ("For each number, write the opening words of its statement, then the verdict "
            "for that statement." if anchored else "Answer for each statement by its number.")
     return [{"role": "system", "content": BATCH_SYSTEM},
             {"role": "user", "content": f"Source: {header}\nPassages:\n{passages}"},
@@ -115,18 +115,20 @@ def batch_schema(statements: list[str], anchored: bool | None = None) -> dict[st
     labels = {"type": "string", "enum": list(LABELS)}
     props: dict[str, Any] = {}
     for n, text in enumerate(statements, start=1):
+        # "statement" sorts before "verdict": a request's JSON is canonical (sorted
+        # keys), and a constrained judge writes the properties in that order
         props[str(n)] = dict(labels) if not anchored else {
-            "type": "object", "properties": {"opening": {"type": "string",
-                                                         "enum": [opening(text)]},
-                                             "answer": dict(labels)},
-            "required": ["opening", "answer"], "additionalProperties": False}
+            "type": "object", "properties": {"statement": {"type": "string",
+                                                           "enum": [opening(text)]},
+                                             "verdict": dict(labels)},
+            "required": ["statement", "verdict"], "additionalProperties": False}
     return {"type": "object", "properties": props, "required": list(props),
             "additionalProperties": False}
 
 
 def batch_answers(obj: dict[str, Any], n: int) -> list[str]:
     """The labels of a several-statement answer, in statement order."""
-    return [str(v["answer"] if isinstance(v, dict) else v)
+    return [str(v["verdict"] if isinstance(v, dict) else v)
             for v in (obj[str(i)] for i in range(1, n + 1))]
 
 
@@ -140,7 +142,7 @@ def is_support_schema(schema: dict[str, Any]) -> bool:
     """Whether ``schema`` asks the shared question (one statement or several)."""
     props = schema.get("properties") or {}
     return schema == SCHEMA or (bool(props) and all(k.isdigit() for k in props) and all(
-        (v.get("properties", {}).get("answer") or v).get("enum") == list(LABELS)
+        (v.get("properties", {}).get("verdict") or v).get("enum") == list(LABELS)
         for v in props.values()))
 
 

@@ -52,7 +52,7 @@ class ScriptedBackend:
                     if k not in schema["properties"]:
                         continue
                     # a label for a statement whose answer also repeats its opening
-                    obj[k] = {**obj[k], "answer": v} if isinstance(obj[k], dict) and \
+                    obj[k] = {**obj[k], "verdict": v} if isinstance(obj[k], dict) and \
                         not isinstance(v, dict) else v
         return Completion(json.dumps(obj), {"prompt_tokens": len(prompt) // 4,
                                             "completion_tokens": 8})

@@ -32,19 +32,22 @@ def test_the_schema_asks_one_label_per_number_each_after_its_opening() -> None:
     assert sq.is_support_schema(schema) and sq.is_support_schema(sq.SCHEMA)
     assert not sq.is_support_schema({"type": "object", "properties": {
         "1": {"type": "string", "enum": ["yes", "no"]}}})
-    openings = [p["properties"]["opening"]["enum"] for p in schema["properties"].values()]
+    openings = [p["properties"]["statement"]["enum"] for p in schema["properties"].values()]
     assert openings == [["The Eiffel Tower in Paris was"], ["It is made of wrought iron."],
                         ["Short one."]]  # whitespace as the numbered list shows it
-    answer = {"1": {"opening": "The Eiffel Tower in Paris was", "answer": "supports"},
-              "2": {"opening": "It is made of wrought iron.", "answer": "related"},
-              "3": {"opening": "Short one.", "answer": "contradicts_or_unrelated"}}
+    answer = {"1": {"statement": "The Eiffel Tower in Paris was", "verdict": "supports"},
+              "2": {"statement": "It is made of wrought iron.", "verdict": "related"},
+              "3": {"statement": "Short one.", "verdict": "contradicts_or_unrelated"}}
     jsonschema.validate(answer, schema)
     assert sq.batch_answers(answer, 3) == ["supports", "related", "contradicts_or_unrelated"]
     jsonschema.validate(placeholder(schema), schema)  # what --plan answers fits too
     with pytest.raises(jsonschema.ValidationError):  # a number left out
         jsonschema.validate({k: answer[k] for k in ("1", "3")}, schema)
     with pytest.raises(jsonschema.ValidationError):  # another statement's opening
-        jsonschema.validate({**answer, "2": {**answer["2"], "opening": "Short one."}}, schema)
+        jsonschema.validate({**answer, "2": {**answer["2"], "statement": "Short one."}},
+                            schema)
+    # a constrained judge writes keys in the canonical (sorted) order: the opening first
+    assert sorted(schema["properties"]["1"]["properties"]) == ["statement", "verdict"]
 
 
 def test_the_page_and_the_statements_are_two_messages() -> None:
