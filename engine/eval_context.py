@@ -114,18 +114,29 @@ class EvalContext:
         return [c.text for c in sorted(self.ranked(page, query, k), key=lambda c: c.start)]
 
     def page_passages(self, page: Page, queries: list[str], k: int = 3,
-                      cap: int = PAGE_PASSAGES) -> list[str]:
+                      cap: int = PAGE_PASSAGES, merge: bool = False) -> list[str]:
         """The passages of ``page`` for several statements at once, so that every check
         against the page shares one prompt prefix (the page is read once): each
         statement's k best chunks taken in turns by rank (every statement's best, then
-        every second best, ...) up to ``cap`` chunks, in page order."""
+        every second best, ...) up to ``cap`` chunks, in page order. With ``merge``,
+        chosen chunks that overlap or touch are one passage, the page's text over their
+        span, so the words two neighbours share are sent once."""
         lists = [self.ranked(page, q, k) for q in dict.fromkeys(queries)]
         chosen: dict[str, Chunk] = {}
         for rank in range(k):
             for chunks in lists:
                 if rank < len(chunks) and len(chosen) < cap:
                     chosen.setdefault(chunks[rank].chunk_id, chunks[rank])
-        return [c.text for c in sorted(chosen.values(), key=lambda c: c.start)]
+        ordered = sorted(chosen.values(), key=lambda c: (c.start, c.end))
+        if not merge or not all(page.text[c.start : c.end] == c.text for c in ordered):
+            return [c.text for c in ordered]
+        spans: list[list[int]] = []
+        for c in ordered:
+            if spans and c.start <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], c.end)
+            else:
+                spans.append([c.start, c.end])
+        return [page.text[a:b] for a, b in spans]
 
     def claim_index(self, source: ChunkSource, params: ChunkParams,
                     spec: RetrieverSpec) -> RecordingIndex:

@@ -77,72 +77,41 @@ BATCH_SYSTEM = (
 )
 
 
-#: words of a statement its answer repeats before its label (``batch_schema``)
-OPENING_WORDS = 6
-#: experiment switch (bench_support_question --batch-layout): answers repeat the
-#: statement's opening before the label
-ANCHORED = True
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def opening(statement: str) -> str:
-    """The first words of a statement, as the numbered list shows them."""
-    return " ".join(_flat(statement).split(" ")[:OPENING_WORDS])
-
-
-def batch_messages(header: str, passages: str, statements: list[str],
-                   anchored: bool | None = None) -> list[dict[str, str]]:
+def batch_messages(header: str, passages: str, statements: list[str]) -> list[dict[str, str]]:
     """The shared question for several statements of one page: the page in one user
     message (the longest, so the context rule cuts passages, never a statement), the
     numbered statements in a second."""
-    anchored = ANCHORED if anchored is None else anchored
-    listing = "\n".join(f"{n}. {_flat(text)}" for n, text in enumerate(statements, start=1))
-    ask = ("For each number, write the opening words of its statement, then the verdict "
-           "for that statement." if anchored else "Answer for each statement by its number.")
+    listing = "\n".join(f"{n}. {' '.join(text.split())}"
+                        for n, text in enumerate(statements, start=1))
     return [{"role": "system", "content": BATCH_SYSTEM},
             {"role": "user", "content": f"Source: {header}\nPassages:\n{passages}"},
-            {"role": "user", "content": f"Statements:\n{listing}\n\n{ask}"}]
+            {"role": "user", "content": f"Statements:\n{listing}\n\n"
+                                        "Answer for each statement by its number."}]
 
 
-def batch_schema(statements: list[str], anchored: bool | None = None) -> dict[str, Any]:
-    """One answer per statement number, "1" to ``n``, all required, in order; each
-    repeats its statement's opening words before the label, so a small judge reads the
-    statement it answers right before answering (not the position in the list)."""
-    anchored = ANCHORED if anchored is None else anchored
-    labels = {"type": "string", "enum": list(LABELS)}
-    props: dict[str, Any] = {}
-    for n, text in enumerate(statements, start=1):
-        # "statement" sorts before "verdict": a request's JSON is canonical (sorted
-        # keys), and a constrained judge writes the properties in that order
-        props[str(n)] = dict(labels) if not anchored else {
-            "type": "object", "properties": {"statement": {"type": "string",
-                                                           "enum": [opening(text)]},
-                                             "verdict": dict(labels)},
-            "required": ["statement", "verdict"], "additionalProperties": False}
-    return {"type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
+def batch_schema(statements: list[str]) -> dict[str, Any]:
+    """One label per statement number, "1" to ``n``, all required."""
+    numbers = [str(i) for i in range(1, len(statements) + 1)]
+    return {"type": "object",
+            "properties": {k: {"type": "string", "enum": list(LABELS)} for k in numbers},
+            "required": numbers, "additionalProperties": False}
 
 
 def batch_answers(obj: dict[str, Any], n: int) -> list[str]:
     """The labels of a several-statement answer, in statement order."""
-    return [str(v["verdict"] if isinstance(v, dict) else v)
-            for v in (obj[str(i)] for i in range(1, n + 1))]
+    return [str(obj[str(i)]) for i in range(1, n + 1)]
 
 
 def batch_max_tokens(statements: list[str]) -> int:
-    """Room for every answer: a number and label with their JSON are under 14 tokens,
-    an opening of six words under 24."""
-    return 8 + sum(14 + (24 if ANCHORED else 0) for _ in statements)
+    """Room for every answer: a number and its label with their JSON are under 14 tokens."""
+    return 8 + 14 * len(statements)
 
 
 def is_support_schema(schema: dict[str, Any]) -> bool:
     """Whether ``schema`` asks the shared question (one statement or several)."""
     props = schema.get("properties") or {}
     return schema == SCHEMA or (bool(props) and all(k.isdigit() for k in props) and all(
-        (v.get("properties", {}).get("verdict") or v).get("enum") == list(LABELS)
+        v.get("enum") == list(LABELS)
         for v in props.values()))
 
 
@@ -157,23 +126,27 @@ def e3_supported(answer: str) -> bool:
 
 
 BATCH_RULE = "support_batch"
-BATCH_DEFAULT = 4
+BATCH_DEFAULT = 1
 BATCH_MAX = 16
+PASSAGES_RULE = "passages"
+PASSAGES_CHOICES = ("merged", "chunks")
 #: the rules of how the judge is asked, with their defaults; ``prompt_layout`` names the
 #: prompts' layout and is not a rule: a run made with another layout is replayed with
 #: the amber that made it
-JUDGING_DEFAULTS = {RULE: DEFAULT, BATCH_RULE: str(BATCH_DEFAULT)}
+JUDGING_DEFAULTS = {RULE: DEFAULT, BATCH_RULE: str(BATCH_DEFAULT),
+                    PASSAGES_RULE: PASSAGES_CHOICES[0]}
 PROMPT_LAYOUT = "report-first-v1"
 #: what a run whose manifest predates a rule was asked with (amber 0.2.0 asked each
-#: statement alone)
-BEFORE_RULE = {BATCH_RULE: "1"}
+#: statement alone, with the chosen chunks as they are)
+BEFORE_RULE = {BATCH_RULE: "1", PASSAGES_RULE: "chunks"}
 
 
 def check_rule(name: str, value: str) -> str:
     """``value`` for judging rule ``name`` in its recorded form, or a one-line error."""
-    if name == RULE:
-        if value not in CHOICES:
-            raise InputError(f"rule {RULE} must be one of {', '.join(CHOICES)} "
+    choices = {RULE: CHOICES, PASSAGES_RULE: PASSAGES_CHOICES}.get(name)
+    if choices is not None:
+        if value not in choices:
+            raise InputError(f"rule {name} must be one of {', '.join(choices)} "
                              f"(got {value!r})")
         return value
     if not value.isdigit() or not 1 <= int(value) <= BATCH_MAX:
@@ -184,7 +157,7 @@ def check_rule(name: str, value: str) -> str:
 
 def split_rules(pairs: list[str] | None) -> tuple[list[str], dict[str, str]]:
     """``--rule`` values -> (the others, left to DailyReport's parser; the judging rules
-    with defaults filled in). Example: ``split_rules(["support_batch=1"])``."""
+    with defaults filled in). Example: ``split_rules(["support_batch=4"])``."""
     judging = dict(JUDGING_DEFAULTS)
     rest = []
     for pair in pairs or []:
@@ -199,29 +172,33 @@ def split_rules(pairs: list[str] | None) -> tuple[list[str], dict[str, str]]:
 @dataclass(frozen=True)
 class Support:
     """How a run asks whether a cited page supports a statement: ``question`` shared or
-    separate, and the statements asked together in one shared prompt (``batch``)."""
+    separate, the statements asked together in one shared prompt (``batch``), and
+    whether chosen chunks that overlap are sent as one passage (``merge``)."""
 
     question: str = DEFAULT
     batch: int = BATCH_DEFAULT
+    merge: bool = True
 
     @classmethod
     def of(cls, judging: dict[str, str] | None) -> Support:
         judging = {**JUDGING_DEFAULTS, **(judging or {})}
         return cls(check_rule(RULE, judging[RULE]),
-                   int(check_rule(BATCH_RULE, str(judging[BATCH_RULE]))))
+                   int(check_rule(BATCH_RULE, str(judging[BATCH_RULE]))),
+                   check_rule(PASSAGES_RULE, judging[PASSAGES_RULE]) == "merged")
 
     @property
     def shared(self) -> bool:
         return self.question == "shared"
 
     def rules(self) -> dict[str, Any]:
-        """As recorded in a protocol's ``rules``: the batch only where statements are
-        grouped (one statement a prompt records what amber 0.2.0 recorded)."""
+        """As recorded in a protocol's ``rules``: a rule only where it departs from what
+        amber 0.2.0 did (so a run asked as 0.2.0 asked records what 0.2.0 recorded)."""
         grouped = self.shared and self.batch > 1
-        return {RULE: self.question, **({BATCH_RULE: self.batch} if grouped else {})}
+        return {RULE: self.question, **({BATCH_RULE: self.batch} if grouped else {}),
+                **({PASSAGES_RULE: "merged"} if self.merge else {})}
 
 
-#: the default: the shared question, statements grouped by ``BATCH_DEFAULT``
+#: the default: the shared question, one statement a prompt, overlapping chunks merged
 SHARED = Support()
 
 
@@ -263,9 +240,9 @@ def page_statements(ctx: EvalContext, doc_sources: list[tuple[str, Page]]) -> di
     return out
 
 
-def page_passages(ctx: EvalContext, slot: PageStatements) -> str:
+def page_passages(ctx: EvalContext, slot: PageStatements, merge: bool = True) -> str:
     """The passages of a page for all its statements (one prefix for every check)."""
-    return "\n\n".join(ctx.page_passages(slot.page, slot.statements))
+    return "\n\n".join(ctx.page_passages(slot.page, slot.statements, merge=merge))
 
 
 def groups(statements: list[T], size: int) -> list[list[T]]:
@@ -312,8 +289,9 @@ class SupportAsker:
     alone, so every protocol sends the same prompts."""
 
     def __init__(self, judge: Judge, ctx: EvalContext, slots: dict[str, PageStatements],
-                 batch: int) -> None:
+                 batch: int, merge: bool = True) -> None:
         self.judge, self.ctx, self.slots, self.batch = judge, ctx, slots, batch
+        self.merge = merge
         self._passages: dict[str, str] = {}
         self._answers: dict[tuple[str, str], SupportAnswer] = {}
 
@@ -327,7 +305,7 @@ class SupportAsker:
     def passages(self, slot: PageStatements) -> str:
         key = "\n".join([page_key(slot.page), *slot.statements])
         if key not in self._passages:
-            self._passages[key] = page_passages(self.ctx, slot)
+            self._passages[key] = page_passages(self.ctx, slot, self.merge)
         return self._passages[key]
 
     def ask(self, page: Page, statement: str) -> SupportAnswer:

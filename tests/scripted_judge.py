@@ -48,20 +48,9 @@ class ScriptedBackend:
         obj = self.answer(schema)
         for needle, forced in self.overrides.items():
             if needle in prompt:
-                for k, v in forced.items():
-                    if k not in schema["properties"]:
-                        continue
-                    # a label for a statement whose answer also repeats its opening
-                    obj[k] = {**obj[k], "verdict": v} if isinstance(obj[k], dict) and \
-                        not isinstance(v, dict) else v
+                obj.update({k: v for k, v in forced.items() if k in schema["properties"]})
         return Completion(json.dumps(obj), {"prompt_tokens": len(prompt) // 4,
                                             "completion_tokens": 8})
-
-
-def each(answer: str, most: int = 16) -> dict[str, str]:
-    """An override answering ``answer`` for every statement of a several-statement
-    support prompt (its schema's properties are the numbers "1", "2", ...)."""
-    return {str(n): answer for n in range(1, most + 1)}
 
 
 def scripted_judge(overrides: dict[str, dict[str, Any]] | None = None,

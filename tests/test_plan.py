@@ -45,9 +45,8 @@ def test_plan_counts_the_calls_the_run_makes(tmp_path: Path, embedder: Embedder,
     assert plan["exact"] and plan["tokens"] == "estimate"  # a served-style test judge
     [report] = plan["reports"]
     assert set(report["protocols"]) == set(PROTOCOLS)
-    # DeepEval's E3 checks are DR3's FA questions: the run asks them once (three
-    # statements on two pages, a prompt a page)
-    assert report["protocols"]["deepeval"]["ledger"] == 2
+    # DeepEval's E3 checks are DR3's FA questions: the run asks them once
+    assert report["protocols"]["deepeval"]["ledger"] >= 3
     result = evaluate_bundles([bundle], tasks, PROTOCOLS, [("s", judge)], run, embedder)
     assert plan["total"]["calls"] == len(backend.calls) > 0
     spent = result["stats"]["spent"]
@@ -106,8 +105,8 @@ def test_replay_of_a_run_made_with_the_old_prompts_names_its_amber(
     evaluate_bundles([bundle], tasks, ["dr3"], [("s", judge)], run, embedder)
     path = run / "manifest.json"
     manifest = json.loads(path.read_text())
-    assert manifest["judging"] == {"support_question": "shared", "support_batch": "4",
-                                   "prompt_layout": "report-first-v1"}
+    assert manifest["judging"] == {"support_question": "shared", "support_batch": "1",
+                                   "passages": "merged", "prompt_layout": "report-first-v1"}
     assert manifest["rules"]["dr3"]["support_question"] == "shared"
     del manifest["judging"]
     path.write_text(json.dumps(manifest))
@@ -117,25 +116,31 @@ def test_replay_of_a_run_made_with_the_old_prompts_names_its_amber(
     assert "amber-eval" in str(err.value.hint)
 
 
-def test_a_run_made_before_statements_were_grouped_replays(tmp_path: Path,
-                                                            embedder: Embedder) -> None:
-    """amber 0.2.0 asked each (statement, page) alone and recorded no ``support_batch``:
-    its runs replay, asked one statement a prompt as they were made; the current default
-    would ask other prompts and miss the ledger."""
+def test_a_run_made_by_amber_0_2_0_replays(tmp_path: Path, embedder: Embedder) -> None:
+    """amber 0.2.0 sent a page's chosen chunks as they are, one statement a prompt, and
+    recorded neither rule: its runs replay as they were made (the current default merges
+    overlapping chunks, other prompts, which would miss the ledger)."""
     from ambereval.engine.runs.replay import replay_run
 
     bundle, tasks = landmarks_bundle(tmp_path, REPORT)
     run = tmp_path / "run"
     judge, backend = _judge(run)
     evaluate_bundles([bundle], tasks, ["dr3", "deepeval"], [("s", judge)], run, embedder,
-                     judging={"support_batch": "1"})
-    assert sum("Statement: " in c for c in backend.calls) == 3
+                     judging={"passages": "chunks"})
     path = run / "manifest.json"
     manifest = json.loads(path.read_text())
-    assert "support_batch" not in manifest["rules"]["dr3"]  # as amber 0.2.0 recorded
-    del manifest["judging"]["support_batch"]  # as amber 0.2.0 wrote it
+    assert manifest["rules"]["dr3"] == {**manifest["rules"]["dr3"],
+                                        "support_question": "shared"}
+    assert not {"passages", "support_batch"} & set(manifest["rules"]["dr3"])  # as 0.2.0
+    for rule in ("passages", "support_batch"):
+        del manifest["judging"][rule]  # as amber 0.2.0 wrote it
     path.write_text(json.dumps(manifest))
     assert replay_run(run)["identical"]
+    # the same run asked with today's default would have sent other prompts
+    fresh = tmp_path / "fresh"
+    judge2, backend2 = _judge(fresh)
+    evaluate_bundles([bundle], tasks, ["dr3", "deepeval"], [("s", judge2)], fresh, embedder)
+    assert any(c not in backend.calls for c in backend2.calls)
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_judge import each, scripted_judge
+from scripted_judge import scripted_judge
 
 from ambereval.engine.eval_context import open_context, reports_in
 from ambereval.engine.importers import import_dr3, import_lrb
@@ -141,14 +141,15 @@ def test_dr3_scores_with_a_scripted_judge(tmp_path: Path, embedder: Embedder) ->
     bundle, tasks = dr3_setup(tmp_path)
     # the shared support question answered "related": FA reads it leniently (supported)
     judge = scripted_judge({"Fact: Daily bicycle": {"score": 0.5},
-                            "Statements:\n": each("related"),
+                            "Statement: ": {"answer": "related"},
                             "planning_notes": {"supported": False}})
     with Bundle.open(bundle) as b:
         ctx = open_context(b, reports_in(b)[0], load_tasks(tasks)[0], embedder)
         result = evaluate_dr3(judge, ctx)
         separate = evaluate_dr3(judge, ctx, support=Support("separate"))
     assert result["rules"]["support_question"] == "shared"
-    assert result["rules"]["support_batch"] == 4 and "support_batch" not in separate["rules"]
+    assert "support_batch" not in result["rules"]  # one statement a prompt (the default)
+    assert result["rules"]["passages"] == separate["rules"]["passages"] == "merged"
     checks = [c for claim in result["fa"]["claims"] for c in claim["sources"] if "answer" in c]
     assert checks and all(c["answer"] == "related" and c["supported"] for c in checks)
     assert separate["scores"] == result["scores"]  # FA's own yes/no prompt: all True
@@ -459,3 +460,26 @@ def test_dr3_fa_loads_only_the_documents_it_cites(tmp_path: Path, embedder: Embe
     asked = [c for c in judge.backend.calls if "Source: " in c]  # type: ignore[attr-defined]
     assert len(asked) == 1 and "Source: The Louvre museum" in asked[0]
     assert "opened as a public museum in 1793" in asked[0]
+
+
+def test_merged_passages_send_overlapping_chunks_once(tmp_path: Path,
+                                                      embedder: Embedder) -> None:
+    """Chunks overlap (32 words): chosen neighbours become one passage, the page's text
+    over their span, so nothing chosen is lost and the shared words are sent once."""
+    from replay_fixtures import landmarks_bundle
+
+    report = ("# Eiffel\n\nThe Eiffel Tower in Paris was completed in 1889 [1]. "
+              "The city's bakeries are described at length [1]. It is made of iron [1]. "
+              "Its height is 330 metres [1].\n\n## Sources\n"
+              "[1] Eiffel: {ORIGIN}/pages/eiffel.html\n")
+    bundle, tasks = landmarks_bundle(tmp_path, report)
+    with Bundle.open(bundle) as b:
+        ctx = open_context(b, reports_in(b)[0], load_tasks(tasks)[0], embedder)
+        page = ctx.page(next(u for c in ctx.report.citations for u in c.urls))
+        statements = [ctx.text[s.start : s.end] for s in ctx.report.sentences[1:]]
+        chunks = ctx.page_passages(page, statements, merge=False)
+        merged = ctx.page_passages(page, statements, merge=True)
+    assert len(chunks) >= 4 and len(merged) < len(chunks)  # some chosen chunks overlap
+    assert all(any(c in m for m in merged) for c in chunks)  # nothing chosen is lost
+    assert all(m in page.text for m in merged)  # exact slices of the page (the audit)
+    assert sum(map(len, merged)) < sum(map(len, chunks))

@@ -26,28 +26,18 @@ def test_groups_are_the_fewest_of_near_equal_size_in_order(n: int, size: int,
     assert [x for g in got for x in g] == items  # report order kept
 
 
-def test_the_schema_asks_one_label_per_number_each_after_its_opening() -> None:
+def test_the_schema_asks_one_label_per_number() -> None:
     schema = sq.batch_schema(STATEMENTS)
     assert list(schema["properties"]) == ["1", "2", "3"] == schema["required"]
     assert sq.is_support_schema(schema) and sq.is_support_schema(sq.SCHEMA)
     assert not sq.is_support_schema({"type": "object", "properties": {
         "1": {"type": "string", "enum": ["yes", "no"]}}})
-    openings = [p["properties"]["statement"]["enum"] for p in schema["properties"].values()]
-    assert openings == [["The Eiffel Tower in Paris was"], ["It is made of wrought iron."],
-                        ["Short one."]]  # whitespace as the numbered list shows it
-    answer = {"1": {"statement": "The Eiffel Tower in Paris was", "verdict": "supports"},
-              "2": {"statement": "It is made of wrought iron.", "verdict": "related"},
-              "3": {"statement": "Short one.", "verdict": "contradicts_or_unrelated"}}
+    answer = {"1": "supports", "2": "related", "3": "contradicts_or_unrelated"}
     jsonschema.validate(answer, schema)
     assert sq.batch_answers(answer, 3) == ["supports", "related", "contradicts_or_unrelated"]
     jsonschema.validate(placeholder(schema), schema)  # what --plan answers fits too
     with pytest.raises(jsonschema.ValidationError):  # a number left out
         jsonschema.validate({k: answer[k] for k in ("1", "3")}, schema)
-    with pytest.raises(jsonschema.ValidationError):  # another statement's opening
-        jsonschema.validate({**answer, "2": {**answer["2"], "statement": "Short one."}},
-                            schema)
-    # a constrained judge writes keys in the canonical (sorted) order: the opening first
-    assert sorted(schema["properties"]["1"]["properties"]) == ["statement", "verdict"]
 
 
 def test_the_page_and_the_statements_are_two_messages() -> None:
@@ -60,19 +50,20 @@ def test_the_page_and_the_statements_are_two_messages() -> None:
 
 
 def test_the_rules_and_what_a_run_records() -> None:
-    assert sq.split_rules(None)[1] == {"support_question": "shared", "support_batch": "4"}
+    assert sq.split_rules(None)[1] == {"support_question": "shared", "support_batch": "1",
+                                       "passages": "merged"}
     rest, judging = sq.split_rules(["support_batch=08", "c1_empty=zero"])
     assert rest == ["c1_empty=zero"] and judging["support_batch"] == "8"
     for bad in ("support_batch=0", "support_batch=17", "support_batch=x",
-                "support_question=maybe"):
+                "support_question=maybe", "passages=all"):
         with pytest.raises(InputError):
             sq.split_rules([bad])
     assert sq.Support.of(judging).rules() == {"support_question": "shared",
-                                              "support_batch": 8}
-    # one statement a prompt records what amber 0.2.0 recorded; separate has no batch
-    assert sq.Support("shared", 1).rules() == {"support_question": "shared"}
-    assert sq.Support.of({"support_question": "separate"}).rules() == {
-        "support_question": "separate"}
+                                              "support_batch": 8, "passages": "merged"}
+    # asked as amber 0.2.0 asked, a run records what 0.2.0 recorded; separate: no batch
+    assert sq.Support("shared", 1, merge=False).rules() == {"support_question": "shared"}
+    assert sq.Support.of({"support_question": "separate", "support_batch": "4"}).rules() == {
+        "support_question": "separate", "passages": "merged"}
 
 
 @pytest.mark.slow

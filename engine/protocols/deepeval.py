@@ -140,7 +140,8 @@ def citation_accuracy(judge: Judge, ctx: EvalContext,
     ``support_question=shared`` E3 is the shared three-way question read strictly (its
     statements grouped per page, engine/support_question.py)."""
     asker = sq.SupportAsker(judge, ctx, sq.page_statements(
-        ctx, [(t, p) for t, _, p in doc_tag_pages(ctx) if p is not None]), support.batch) \
+        ctx, [(t, p) for t, _, p in doc_tag_pages(ctx) if p is not None]), support.batch,
+        support.merge) \
         if support.shared else None
     by_url: dict[str, list[str]] = {}
     sentences = ctx.report.sentences
@@ -177,7 +178,8 @@ def citation_accuracy(judge: Judge, ctx: EvalContext,
         verdicts = []
         # the page is read once: one set of passages for all its claims, so their prompts
         # share the page as a prefix (the in-process judge evaluates it once)
-        passages = "" if asker else "\n\n".join(ctx.page_passages(page, claims))
+        passages = "" if asker else "\n\n".join(ctx.page_passages(page, claims,
+                                                                    merge=support.merge))
         for claim in claims:
             if asker is not None:
                 got = asker.ask(page, claim)

@@ -209,7 +209,7 @@ def factual_accuracy(judge: Judge, ctx: EvalContext, support: sq.Support = sq.SH
         claims.append({"claim": text[:300], "start": s.start, "end": s.end,
                        "text": text, "sources": checks})
     asker = sq.SupportAsker(judge, ctx, sq.page_statements(
-        ctx, [(t, p) for t, _, p in tags if p is not None]), support.batch) \
+        ctx, [(t, p) for t, _, p in tags if p is not None]), support.batch, support.merge) \
         if support.shared else None
     for (header, _), (page, slots) in sorted(by_page.items()):
         if asker is not None:
@@ -223,7 +223,8 @@ def factual_accuracy(judge: Judge, ctx: EvalContext, support: sq.Support = sq.SH
                 else:
                     check["warc_record_id"] = page.text_record
             continue
-        passages = "\n\n".join(ctx.page_passages(page, [claims[i]["text"] for i, _ in slots]))
+        passages = "\n\n".join(ctx.page_passages(page, [claims[i]["text"] for i, _ in slots],
+                                                  merge=support.merge))
         for i, j in slots:
             check = claims[i]["sources"][j]
             messages = fa_messages(header, passages, claims[i]["text"])
