@@ -19,15 +19,20 @@ tag), whichever protocol asks (:func:`page_statements`), so both protocols send 
 same passages. ``support_question=separate`` asks each protocol's own yes/no prompt
 (the prompts of amber before this change).
 
-**Statements asked together** (rule ``support_batch=N``, default 4): the statements
-citing a page are split, in report order, into the fewest groups of at most N of
-near-equal size, and each group is one prompt: the page's passages once, then the
-numbered statements, and an answer per number. The passages are the same for every
-statement of the page either way, so a group costs about what one statement did; a
-4,830-word report's 406 (statement, page) prompts become 127 (docs/judge-work.md).
-``support_batch=1`` asks each statement alone (the prompts of amber 0.2.0, which a run
-made by it replays with). Both protocols group the same statements the same way, so the
-ledger still shares every answer between them.
+**Passages** (rule ``passages``, default ``merged``): chosen chunks that overlap or
+touch go as one passage, the page's text over their span (``chunks``: as chosen, what
+amber 0.2.0 sent).
+
+**Statements asked together** (rule ``support_batch=N``, default 1, opt-in): the
+statements citing a page are split, in report order, into the fewest groups of at most
+N of near-equal size, and each group is one prompt: the page's passages once, then the
+numbered statements, and an answer per number. It sends a page's passages once instead
+of once a statement, but the judges measured here answer grouped statements worse
+(docs/judge-work.md), so it is not the default. Both protocols group the same statements
+the same way, so the ledger still shares every answer between them.
+
+A run made by amber 0.2.0 recorded neither rule: it is replayed as it was asked
+(``BEFORE_RULE``).
 """
 
 from __future__ import annotations
