@@ -103,11 +103,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=sq.BATCH_DEFAULT,
                     help="statements a prompt for the grouped reading")
     ap.add_argument("--ctx", type=int, default=8192, help="the judge's context (tokens)")
-    ap.add_argument("--batch-layout", choices=("anchored", "plain"), default="anchored")
     ap.add_argument("--only-batch", action="store_true",
-                    help="ask only the grouped prompts (compare layouts on a dev half)")
+                    help="ask only the grouped prompts (try a prompt on a dev half)")
     args = ap.parse_args()
-    sq.ANCHORED = args.batch_layout == "anchored"
     out = Path("out/support-question")
     out.mkdir(parents=True, exist_ok=True)
     judge = open_judge(args.judge_model, judge=args.judge, ledger=out / "ledger.sqlite",
@@ -161,7 +159,7 @@ def main() -> None:
                   flush=True)
     if args.only_batch:
         got = {k: figures(rows, k) for k in ("fa_batch", "e3_batch")}
-        print(f"{name[:20]} {args.half} {args.batch_layout} batch {args.batch}: "
+        print(f"{name[:20]} {args.half} batch {args.batch}: "
               + "; ".join(f"{k} ba {v[0]:.3f} kappa {v[1]:+.3f}" for k, v in got.items())
               + f"; answers { {a: sum(r['batch_answer'] == a for r in rows) for a in sq.LABELS} }"
               + f"; {calls['batch']} calls, {seconds['batch']:.0f} s", flush=True)
