@@ -303,8 +303,7 @@ class SupportAsker:
     def slot(self, page: Page, statement: str) -> PageStatements:
         slot = self.slots.get(page_key(page))
         if slot is None or statement not in slot.statements:  # not cited as parsed: alone
-            slot = PageStatements(page, page.title or page.url, [statement])
-            self.slots[f"{page_key(page)}\n{statement}"] = slot
+            return PageStatements(page, page.title or page.url, [statement])
         return slot
 
     def passages(self, slot: PageStatements) -> str:
