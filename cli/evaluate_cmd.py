@@ -264,18 +264,22 @@ def _print_plan(invocation: Any, out: Path, ledger_mode: str, protocols: list[st
     mark = "" if result["tokens"] == "exact" else " (estimated: 4 characters a token)"
     stdout.print(f"plan: {len(result['reports'])} report(s), judges "
                  f"{', '.join(result['judges'].values())}; prompt tokens{mark}", markup=False)
-    stdout.print(f"{'report / protocol':44} {'requests':>9} {'calls':>7} {'ledger':>7} "
-                 f"{'prompt tokens':>14}", markup=False)
+    stdout.print(f"{'report / protocol':36} {'requests':>9} {'calls':>7} {'ledger':>7} "
+                 f"{'prompt tokens':>14} {'cached':>10}", markup=False)
+
+    def line(label: str, row: dict[str, int]) -> None:
+        stdout.print(f"{label:36} {row['requests']:>9} {row['calls']:>7} {row['ledger']:>7} "
+                     f"{row['prompt_tokens']:>14,} {row['cached_tokens']:>10,}", markup=False)
+
     for report in result["reports"]:
         stdout.print(f"{report['report'][:44]}" + (f"  [{report['upper_bound']}]"
                                                      if "upper_bound" in report else ""),
                      markup=False)
         for protocol, row in report["protocols"].items():
-            stdout.print(f"  {protocol:42} {row['requests']:>9} {row['calls']:>7} "
-                         f"{row['ledger']:>7} {row['prompt_tokens']:>14,}", markup=False)
-    t = result["total"]
-    stdout.print(f"{'total':44} {t['requests']:>9} {t['calls']:>7} {t['ledger']:>7} "
-                 f"{t['prompt_tokens']:>14,}", markup=False)
+            line(f"  {protocol}", row)
+    line("total", result["total"])
+    stdout.print("cached: prompt tokens a call shares with the start of the call before, "
+                 "which a prefix cache does not read again", markup=False)
     if not result["exact"]:
         stdout.print("calls are an upper bound: DeepEval asks a page's E3 checks only when "
                      "the judge finds the page relevant (E2)", markup=False)

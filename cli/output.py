@@ -134,9 +134,11 @@ def run_summary(stats: dict[str, Any]) -> None:
         f"tokens, {t.get('retries', 0)} retries, {t.get('throttled', 0)} throttled (429/503), "
         f"{t.get('errors', 0)} unusable answers")
     for protocol, row in (stats.get("spent") or {}).get("protocols", {}).items():
+        cached = row.get("cached_tokens", 0)
         stdout.print(f"  {protocol}: {row['calls']} judge calls, {row['ledger']} answered "
-                     f"by the ledger, {row['prompt_tokens']:,} prompt + "
-                     f"{row['completion_tokens']:,} generated tokens", markup=False)
+                     f"by the ledger, {row['prompt_tokens']:,} prompt"
+                     + (f" ({cached:,} cached)" if cached else "")
+                     + f" + {row['completion_tokens']:,} generated tokens", markup=False)
 
 
 def warn_if_damaged(bundles: list[Any]) -> None:

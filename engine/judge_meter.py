@@ -10,7 +10,10 @@ Two accounts come out of it:
   It goes into the per-report document (``judge_work``) and ``run.json``.
 - :meth:`Meter.spent`, what this run paid: requests the model answered (``calls``,
   unusable answers included), answers read from the ledger, prompt and generated tokens
-  of the model's calls. It goes into ``stats.json`` and the run summary.
+  of the model's calls, and of the prompt tokens those a prefix cache served
+  (``cached_tokens``: the start a call shares with what the in-process judge read last,
+  or what a server reports; 0 when it reports nothing). It goes into ``stats.json``
+  and the run summary.
 
 ``amber evaluate --plan`` books the same requests with a planning judge
 (``runs/plan.py``), so the plan and the run count the same way.
@@ -27,7 +30,8 @@ from ambereval.models import Judge
 from ambereval.models.judge import Call, JudgeResponse, Message
 
 WORK_KEYS = ("requests", "distinct", "prompt_tokens")
-SPENT_KEYS = ("calls", "ledger", "prompt_tokens", "completion_tokens", "errors")
+SPENT_KEYS = ("calls", "ledger", "prompt_tokens", "cached_tokens", "completion_tokens",
+              "errors")
 
 
 class Meter:
@@ -59,6 +63,7 @@ class Meter:
             if answer.source == "model":
                 self.book["calls"] += 1
                 self.book["prompt_tokens"] += prompt
+                self.book["cached_tokens"] += int(answer.usage.get("cached_tokens", 0) or 0)
                 self.book["completion_tokens"] += int(
                     answer.usage.get("completion_tokens", 0) or 0)
             else:

@@ -110,16 +110,21 @@ class LlamaCppBackend:
                     bos_token=self._token_text(self._vocab.token_bos(), self._vocab))
         return self._vocab
 
-    def prompt_tokens(self, messages: list[Message], schema: dict[str, Any],
-                      max_tokens: int) -> int:
-        """The prompt tokens :meth:`complete` will report for this call (after the context
-        rule), counted without loading the weights."""
+    def prompt_ids(self, messages: list[Message], schema: dict[str, Any],
+                   max_tokens: int) -> list[int]:
+        """The prompt's tokens as :meth:`complete` will send them (after the context rule),
+        tokenised without loading the weights."""
         spec = decision_spec(schema)
         sent, _ = self.fit(messages, 16 if spec is not None else max_tokens)
         prompt, _ = self.render(sent)
         if spec is not None:
             prompt += '{"' + spec.field + ('":' if spec.literal else '": "')
-        return len(self.tokenizer().tokenize(prompt.encode("utf-8"), special=True))
+        return list(self.tokenizer().tokenize(prompt.encode("utf-8"), special=True))
+
+    def prompt_tokens(self, messages: list[Message], schema: dict[str, Any],
+                      max_tokens: int) -> int:
+        """The prompt tokens :meth:`complete` will report for this call."""
+        return len(self.prompt_ids(messages, schema, max_tokens))
 
     def grammar(self, schema: dict[str, Any]) -> Any:
         from llama_cpp import LlamaGrammar
@@ -232,13 +237,16 @@ class LlamaCppBackend:
                 chosen.update(top_k=0 if float(sampling.get("temperature", 0)) > 0 else 1)
                 chosen.update({k: sampling[k] for k in ("temperature", "top_p", "top_k",
                                                        "seed") if k in sampling})
-            out = self.llm().create_completion(
+            llm = self.llm()
+            cached = reused(llm, llm.tokenize(prompt.encode("utf-8"), special=True))
+            out = llm.create_completion(
                 prompt, max_tokens=max_tokens, min_p=0.0, repeat_penalty=1.0,
                 grammar=grammar, stop=stops, **chosen)
         usage = out["usage"]
         return Completion(out["choices"][0]["text"],
                           {"prompt_tokens": usage["prompt_tokens"],
-                           "completion_tokens": usage["completion_tokens"]}, trunc,
+                           "completion_tokens": usage["completion_tokens"],
+                           "cached_tokens": cached}, trunc,
                           out["choices"][0].get("finish_reason"))
 
     # -- deciding by log-probabilities (models/decision.py) ------------------------------
@@ -248,13 +256,7 @@ class LlamaCppBackend:
         import numpy as np
 
         llm = self.llm()
-        cached = llm.input_ids[: llm.n_tokens].tolist()
-        common = 0
-        for a, b in zip(cached, tokens, strict=False):
-            if a != b:
-                break
-            common += 1
-        common = min(common, len(tokens) - 1)  # always evaluate one token: fresh logits
+        common = reused(llm, tokens)
         llm.n_tokens = common
         llm.eval(tokens[common:])
         llm._requires_eval = True  # generate() must not sample from these logits
@@ -276,6 +278,7 @@ class LlamaCppBackend:
         llm = self.llm()
         base = llm.tokenize(head.encode("utf-8"), special=True)
         scores: dict[str, float] = {}
+        cached = reused(llm, base)
         first = self._eval_from(base)
         for label in labels:
             full = llm.tokenize((head + lead + label).encode("utf-8"), special=True)
@@ -291,5 +294,22 @@ class LlamaCppBackend:
         best = min(labels, key=lambda lab: (-scores[lab], lab))
         value: Any = json.loads(best) if literal else best
         raw = json.dumps({field: value, "logprobs": scores}, sort_keys=True)
-        return Completion(raw, {"prompt_tokens": len(base), "completion_tokens": 0}, trunc,
-                          "logprobs")
+        return Completion(raw, {"prompt_tokens": len(base), "completion_tokens": 0,
+                                "cached_tokens": cached}, trunc, "logprobs")
+
+
+def shared_start(before: list[int], tokens: list[int]) -> int:
+    """How many tokens of ``tokens`` a prefix cache holding ``before`` does not read again:
+    their longest common prefix, at most all but one (the last is read for fresh logits,
+    as llama-cpp-python's ``generate`` does)."""
+    common = 0
+    for a, b in zip(before, tokens, strict=False):
+        if a != b:
+            break
+        common += 1
+    return max(0, min(common, len(tokens) - 1))
+
+
+def reused(llm: Any, tokens: list[int]) -> int:
+    """:func:`shared_start` against what ``llm``'s KV cache holds now."""
+    return shared_start(llm.input_ids[: llm.n_tokens].tolist(), list(tokens))

@@ -37,6 +37,19 @@ def retry_after(value: str | None) -> float | None:
         return None
 
 
+def usage_of(data: dict[str, Any]) -> dict[str, int]:
+    """A chat completion's token counts; ``cached_tokens`` only when the server reports
+    the prompt tokens its prefix cache served (``usage.prompt_tokens_details``, as
+    OpenAI, vLLM and llama.cpp's server do)."""
+    usage = data.get("usage") or {}
+    out = {"prompt_tokens": int(usage.get("prompt_tokens") or 0),
+           "completion_tokens": int(usage.get("completion_tokens") or 0)}
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        out["cached_tokens"] = details["cached_tokens"]
+    return out
+
+
 class OpenAIBackend:
     name = "openai"
 
@@ -126,10 +139,8 @@ class OpenAIBackend:
             except (ValueError, KeyError, IndexError, TypeError):
                 problem = "invalid JSON in the reply"
                 continue
-            usage = data.get("usage") or {}
-            return Completion(raw, {"prompt_tokens": int(usage.get("prompt_tokens", 0)),
-                                    "completion_tokens": int(usage.get("completion_tokens", 0))},
-                              None, data["choices"][0].get("finish_reason"))
+            return Completion(raw, usage_of(data), None,
+                              data["choices"][0].get("finish_reason"))
         failed = f"judge server {self.base_url} failed after {self.attempts} attempts: {problem}"
         if problem == "invalid JSON in the reply":  # it answered: an unusable answer
             raise ModelError(failed, hint="check that the server enforces the JSON schema")

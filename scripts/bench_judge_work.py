@@ -22,6 +22,9 @@ assumption for both versions.
 ``amber evaluate --protocol all`` with the default judge, old and new one after the
 other on the same bundle, each with a fresh ledger; wall seconds and the ledger's
 figures.
+Each call's **cached tokens** are the tokens it shares with the start of the model call
+before it (at most all but one), which llama.cpp does not read again: the prompt
+tokens minus these are what the judge reads, in the run's order.
 On a shared machine, wall times are upper bounds.
 """
 
@@ -69,7 +72,7 @@ def placeholder(schema):
 class Counting(Judge):
     def __init__(self, real):
         super().__init__(real.backend, None, seed=real.seed, n_ctx=real.n_ctx)
-        self.tokens, self.asks = {}, 0
+        self.tokens, self.asks, self.cached, self.last = {}, 0, {}, []
     def ask(self, messages, schema, max_tokens=256):
         key = content_key(self.request(messages, schema, max_tokens))
         self.asks += 1
@@ -80,7 +83,14 @@ class Counting(Judge):
             prompt, _ = b.render(sent)
             if spec is not None:
                 prompt += '{"' + spec.field + ('":' if spec.literal else '": "')
-            self.tokens[key] = len(b.llm().tokenize(prompt.encode("utf-8"), special=True))
+            ids = b.llm().tokenize(prompt.encode("utf-8"), special=True)
+            self.tokens[key] = len(ids)
+            common = 0  # what llama.cpp reuses of the call before: at most all but one token
+            for x, y in zip(self.last, ids[:-1]):
+                if x != y:
+                    break
+                common += 1
+            self.cached[key], self.last = common, ids
         return JudgeResponse(placeholder(schema), "", {}, key, "model")
     def map(self, calls, on_done=None):
         out = []
@@ -101,11 +111,16 @@ for protocol in ("dailyreport", "dr3", "deepeval"):
     evaluate_report(job, RunSetup([protocol], [("j", judge)], embedder, 12_000, None))
     new = {k: v for k, v in judge.tokens.items() if k not in before}
     out["protocols"][protocol] = {"requests": judge.asks - asks, "calls": len(new),
-                                  "prompt_tokens": sum(new.values())}
+                                  "prompt_tokens": sum(new.values()),
+                                  "cached_tokens": sum(judge.cached[k] for k in new)}
 out["total"] = {k: sum(p[k] for p in out["protocols"].values())
-                for k in ("requests", "calls", "prompt_tokens")}
+                for k in ("requests", "calls", "prompt_tokens", "cached_tokens")}
 print(json.dumps(out))
 '''
+
+
+def ratio(new: int, old: int) -> str:
+    return f" ({new / old:.2f}x)" if old else ""
 
 
 def env_for(before: Path | None) -> dict[str, str]:
@@ -172,14 +187,15 @@ def main() -> None:
     counted = {name: count(made["bundle"], made["tasks"], before, args.threads)
                for name, before in (("before", args.before), ("now", None))}
     result["counted"] = {"qid": args.qid, **counted}
-    for protocol in ("dailyreport", "dr3", "deepeval"):
-        old, new = counted["before"]["protocols"][protocol], counted["now"]["protocols"][protocol]
+    for protocol in ("dailyreport", "dr3", "deepeval", "all"):
+        old, new = (counted["before"]["total"], counted["now"]["total"]) if protocol == "all" \
+            else (counted["before"]["protocols"][protocol], counted["now"]["protocols"][protocol])
+        read = [row["prompt_tokens"] - row["cached_tokens"] for row in (old, new)]
         print(f"{protocol:>11}: calls {old['calls']} -> {new['calls']}, prompt tokens "
-              f"{old['prompt_tokens']:,} -> {new['prompt_tokens']:,}", flush=True)
-    old, new = counted["before"]["total"], counted["now"]["total"]
-    print(f"{'all':>11}: calls {old['calls']} -> {new['calls']}, prompt tokens "
-          f"{old['prompt_tokens']:,} -> {new['prompt_tokens']:,} "
-          f"({new['prompt_tokens'] / old['prompt_tokens']:.2f}x)", flush=True)
+              f"{old['prompt_tokens']:,} -> {new['prompt_tokens']:,}"
+              f"{ratio(new['prompt_tokens'], old['prompt_tokens'])}, not repeating the "
+              f"previous call's start {read[0]:,} -> {read[1]:,}{ratio(read[1], read[0])}",
+              flush=True)
     if not args.skip_wall:
         small = made if (args.wall_qid, args.wall_filler_qid) == (args.qid, args.filler_qid) \
             else lrb_bundle(args.wall_qid, args.wall_filler_qid, args.out / args.wall_qid)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -67,6 +68,10 @@ class FakeJudgeServer:
         self.served = 0
         self.refused = 0
         self.seen: Counter[str] = Counter()  # sha256 of each answered request's messages
+        # a prefix cache holding the last request: the tokens (4 characters each) of the
+        # start a request shares with it are reported as cached, as OpenAI and vLLM do
+        self.last_seed = b""
+        self.cached_reported = 0
         self._lock = threading.Lock()
         outer = self
 
@@ -135,10 +140,15 @@ class FakeJudgeServer:
                         outer.in_flight -= 1
                         outer.served += 1
                         outer.seen[hashlib.sha256(seed).hexdigest()] += 1
+                        shared = len(os.path.commonprefix([outer.last_seed, seed])) // 4
+                        cached = max(0, min(shared, len(seed) // 4 - 1))
+                        outer.last_seed = seed
+                        outer.cached_reported += cached
                 self._send(200, {
                     "choices": [{"message": {"role": "assistant", "content": content},
                                  "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": tokens, "completion_tokens": len(content) // 4}})
+                    "usage": {"prompt_tokens": tokens, "completion_tokens": len(content) // 4,
+                              "prompt_tokens_details": {"cached_tokens": cached}}})
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

@@ -143,11 +143,47 @@ def test_a_run_made_by_amber_0_2_0_replays(tmp_path: Path, embedder: Embedder) -
     assert any(c not in backend.calls for c in backend2.calls)
 
 
+def test_a_served_judge_reports_what_its_prefix_cache_served(tmp_path: Path,
+                                                             embedder: Embedder) -> None:
+    """A server's ``usage.prompt_tokens_details.cached_tokens`` (OpenAI, vLLM) is what the
+    run's ``spent`` records as cached; the plan estimates the same from the prompts'
+    shared starts, and a server that reports nothing records 0."""
+    from fakejudge import FakeJudgeServer
+
+    from ambereval.models import open_judge
+
+    bundle, tasks = landmarks_bundle(tmp_path, REPORT)
+    with FakeJudgeServer() as server:
+        judge = open_judge(url=server.url, name="fake",
+                           ledger=tmp_path / "run" / "ledger.sqlite", concurrency=1)
+        plan = plan_bundles([bundle], tasks, ["dr3"], [("s", judge)], embedder)
+        result = evaluate_bundles([bundle], tasks, ["dr3"], [("s", judge)],
+                                  tmp_path / "run", embedder)
+    spent = result["stats"]["spent"]["total"]
+    assert spent["calls"] == server.served == plan["total"]["calls"]
+    assert 0 < spent["cached_tokens"] == server.cached_reported < spent["prompt_tokens"]
+    assert plan["tokens"] == "estimate" and 0 < plan["total"]["cached_tokens"] \
+        < plan["total"]["prompt_tokens"]
+    stats = json.loads((tmp_path / "run" / "stats.json").read_text())
+    assert stats["spent"]["total"]["cached_tokens"] == spent["cached_tokens"]
+
+
+def test_cached_tokens_are_read_only_when_the_server_reports_them() -> None:
+    from ambereval.models.openai_backend import usage_of
+
+    assert usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": 2}}) == {
+        "prompt_tokens": 9, "completion_tokens": 2}
+    assert usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": 2,
+                               "prompt_tokens_details": {"cached_tokens": 7}}}
+                    )["cached_tokens"] == 7
+    assert usage_of({}) == {"prompt_tokens": 0, "completion_tokens": 0}
+
+
 @pytest.mark.slow
 def test_plan_of_the_default_judge_is_the_run_exactly(tmp_path: Path) -> None:
-    """With the in-process judge the plan's calls and prompt tokens (llama.cpp's own
-    tokenizer, the weights not loaded) are what the run then spends; the plan writes
-    nothing; the run replays."""
+    """With the in-process judge the plan's calls, prompt tokens (llama.cpp's own
+    tokenizer, the weights not loaded) and cached tokens are what the run then spends;
+    the plan writes nothing; the run replays."""
     bundle, tasks = landmarks_bundle(tmp_path, REPORT)
     run = tmp_path / "run"
     args = ["evaluate", str(bundle), "--task", str(tasks), "--out", str(run),
@@ -163,8 +199,12 @@ def test_plan_of_the_default_judge_is_the_run_exactly(tmp_path: Path) -> None:
     spent = json.loads((run / "stats.json").read_text())["spent"]
     assert spent["total"]["calls"] == plan["total"]["calls"] > 0
     assert spent["total"]["prompt_tokens"] == plan["total"]["prompt_tokens"]
+    # the prompt starts the KV cache already held, as the plan foresaw them
+    assert 0 < spent["total"]["cached_tokens"] == plan["total"]["cached_tokens"] \
+        < plan["total"]["prompt_tokens"]
     for protocol, row in plan["protocols"].items():
         assert spent["protocols"][protocol]["calls"] == row["calls"], protocol
+        assert spent["protocols"][protocol]["cached_tokens"] == row["cached_tokens"], protocol
     again = json.loads(run_amber(*args, "--plan", "--json").stdout)
     assert again["total"]["calls"] == 0
     assert run_amber("replay", str(run)).returncode == 0

@@ -10,7 +10,12 @@ asked earlier in the run (the run reads a repeated request back from its ledger,
 DeepEval E3 after DR3 FA asked the same support question). Its **prompt tokens** are
 counted with the judge's own tokenizer where the judge is local (llama.cpp loads the
 vocabulary only, and applies the context rule as the call will), and estimated (4
-characters a token) for a served judge, marked ``"tokens": "estimate"``.
+characters a token) for a served judge, marked ``"tokens": "estimate"``. Of them,
+**cached tokens** are the start each call shares with the model call before it, in the
+run's order: what the in-process judge does not read again (llama.cpp keeps the last
+prompt in its KV cache), and what a server's prefix cache can serve. For the in-process
+judge this is what the run then reports; for a served judge it is an estimate (the run
+records what the server reports, and calls sent at once arrive in another order).
 
 One answer can change what is asked next: DeepEval asks a page's E3 checks only when
 its E2 relevance answer says the page is relevant. When that answer is not in the ledger
@@ -23,6 +28,7 @@ worker asks (README, Limits); the plan counts it once.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any
 
@@ -33,8 +39,10 @@ from ambereval.errors import ModelError
 from ambereval.models import Judge
 from ambereval.models.canonical import content_key
 from ambereval.models.judge import Call, JudgeResponse, Message
+from ambereval.models.llamacpp_backend import shared_start
 
 CHARS_PER_TOKEN = 4  # the estimate for a judge whose tokenizer is not here
+PLAN_KEYS = ("requests", "calls", "ledger", "prompt_tokens", "cached_tokens")
 
 
 def placeholder(schema: dict[str, Any]) -> Any:
@@ -64,13 +72,21 @@ class PlanJudge(Judge):
         self.seen: set[str] = set()
         self.uncertain = 0  # new E3 calls asked after a relevance answer was assumed
         self._assumed = False  # the last E2 relevance answer was assumed
-        self.estimated = not hasattr(real.backend, "prompt_tokens")
+        self.estimated = not hasattr(real.backend, "prompt_ids")
         self._book = threading.Lock()
+        self._last: list[int] | str = []  # the prompt of the model call before
 
-    def tokens(self, messages: list[Message], schema: dict[str, Any], max_tokens: int) -> int:
+    def tokens(self, messages: list[Message], schema: dict[str, Any],
+               max_tokens: int) -> tuple[int, int]:
+        """(prompt tokens, of them the start shared with the model call before)."""
         if self.estimated:
-            return sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN + 8
-        return int(self.backend.prompt_tokens(messages, schema, max_tokens))  # type: ignore[attr-defined]
+            text = "\n".join(m["content"] for m in messages)
+            last, self._last = self._last, text
+            common = len(os.path.commonprefix([last, text])) if isinstance(last, str) else 0
+            return len(text) // CHARS_PER_TOKEN + 8, common // CHARS_PER_TOKEN
+        ids = self.backend.prompt_ids(messages, schema, max_tokens)  # type: ignore[attr-defined]
+        last, self._last = self._last, ids
+        return len(ids), shared_start(last if isinstance(last, list) else [], ids)
 
     def ask(self, messages: list[Message], schema: dict[str, Any],
             max_tokens: int = 256) -> JudgeResponse:
@@ -97,8 +113,8 @@ class PlanJudge(Judge):
             return JudgeResponse(obj, "", {"prompt_tokens": 0}, key, "ledger")
         if self._assumed and (schema == SUPPORT_SCHEMA or sq.is_support_schema(schema)):
             self.uncertain += 1
-        usage = {"prompt_tokens": self.tokens(messages, schema, max_tokens),
-                 "completion_tokens": 0}
+        prompt, cached = self.tokens(messages, schema, max_tokens)
+        usage = {"prompt_tokens": prompt, "cached_tokens": cached, "completion_tokens": 0}
         return JudgeResponse(obj, "", usage, key, "model")
 
     def map(self, calls: list[Call], on_done: Any = None) -> list[JudgeResponse | ModelError]:
@@ -129,11 +145,9 @@ def plan_run(jobs: list[ReportJob], setup: RunSetup) -> dict[str, Any]:
         by_protocol: dict[str, dict[str, int]] = {}
         for by_p in doc["spent"].values():
             for protocol, row in by_p.items():
-                mine = by_protocol.setdefault(protocol, {"requests": 0, "calls": 0,
-                                                         "ledger": 0, "prompt_tokens": 0})
-                mine["calls"] += row["calls"]
-                mine["ledger"] += row["ledger"]
-                mine["prompt_tokens"] += row["prompt_tokens"]
+                mine = by_protocol.setdefault(protocol, dict.fromkeys(PLAN_KEYS, 0))
+                for k in PLAN_KEYS[1:]:
+                    mine[k] += row[k]
         for by_p in doc["judge_work"].values():
             for protocol, row in by_p.items():
                 by_protocol[protocol]["requests"] += row["requests"]
@@ -148,8 +162,7 @@ def plan_run(jobs: list[ReportJob], setup: RunSetup) -> dict[str, Any]:
             mine = totals.setdefault(protocol, dict.fromkeys(row, 0))
             for k, v in row.items():
                 mine[k] += v
-    total = {k: sum(row[k] for row in totals.values())
-             for k in ("requests", "calls", "ledger", "prompt_tokens")}
+    total = {k: sum(row[k] for row in totals.values()) for k in PLAN_KEYS}
     return {"reports": reports, "protocols": totals, "total": total,
             "tokens": "estimate" if any(p.estimated for _, p in planners) else "exact",
             "ledger_mode": ledger.mode if ledger is not None else None,
