@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,18 @@ def search_key(index: str, captures: set[str] | list[str] | None, query: str,
 
 #: chunks per page when several statements are checked against it (``page_passages``)
 PAGE_PASSAGES = 6
+
+
+def merged_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(start, end)`` spans in order, those that overlap or touch made one:
+    ``merged_spans([(0, 5), (5, 9), (12, 20)]) == [(0, 9), (12, 20)]``."""
+    out: list[list[int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def hit_rows(hits: list[Hit]) -> list[dict[str, Any]]:
@@ -130,13 +143,7 @@ class EvalContext:
         ordered = sorted(chosen.values(), key=lambda c: (c.start, c.end))
         if not merge or not all(page.text[c.start : c.end] == c.text for c in ordered):
             return [c.text for c in ordered]
-        spans: list[list[int]] = []
-        for c in ordered:
-            if spans and c.start <= spans[-1][1]:
-                spans[-1][1] = max(spans[-1][1], c.end)
-            else:
-                spans.append([c.start, c.end])
-        return [page.text[a:b] for a, b in spans]
+        return [page.text[a:b] for a, b in merged_spans((c.start, c.end) for c in ordered)]
 
     def claim_index(self, source: ChunkSource, params: ChunkParams,
                     spec: RetrieverSpec) -> RecordingIndex:

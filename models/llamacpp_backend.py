@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -250,9 +251,10 @@ class LlamaCppBackend:
                           out["choices"][0].get("finish_reason"))
 
     # -- deciding by log-probabilities (models/decision.py) ------------------------------
-    def _eval_from(self, tokens: list[int]) -> Any:
+    def _eval_from(self, tokens: list[int]) -> tuple[Any, int]:
         """Evaluate ``tokens``, reusing the longest prefix already in the KV cache (as
-        llama-cpp-python's own ``generate`` does); returns the next-token log-probs."""
+        llama-cpp-python's own ``generate`` does) -> (the next-token log-probs, the
+        tokens reused)."""
         import numpy as np
 
         llm = self.llm()
@@ -263,7 +265,7 @@ class LlamaCppBackend:
         logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
         logits = logits.astype(np.float64)
         top = logits.max()
-        return logits - top - np.log(np.exp(logits - top).sum())
+        return logits - top - np.log(np.exp(logits - top).sum()), common
 
     def _label_logprobs(self, messages: list[Message], field: str, labels: list[str],
                         literal: bool = False) -> Completion:
@@ -278,8 +280,7 @@ class LlamaCppBackend:
         llm = self.llm()
         base = llm.tokenize(head.encode("utf-8"), special=True)
         scores: dict[str, float] = {}
-        cached = reused(llm, base)
-        first = self._eval_from(base)
+        first, cached = self._eval_from(base)
         for label in labels:
             full = llm.tokenize((head + lead + label).encode("utf-8"), special=True)
             if full[: len(base)] != base or len(full) == len(base):
@@ -288,7 +289,7 @@ class LlamaCppBackend:
             rest = full[len(base):]
             total, logp = float(first[rest[0]]), first
             for i in range(1, len(rest)):
-                logp = self._eval_from(base + rest[:i])
+                logp, _ = self._eval_from(base + rest[:i])
                 total += float(logp[rest[i]])
             scores[label] = round(total, 6)
         best = min(labels, key=lambda lab: (-scores[lab], lab))
@@ -298,10 +299,10 @@ class LlamaCppBackend:
                                 "cached_tokens": cached}, trunc, "logprobs")
 
 
-def shared_start(before: list[int], tokens: list[int]) -> int:
+def shared_start(before: Sequence[Any], tokens: Sequence[Any]) -> int:
     """How many tokens of ``tokens`` a prefix cache holding ``before`` does not read again:
     their longest common prefix, at most all but one (the last is read for fresh logits,
-    as llama-cpp-python's ``generate`` does)."""
+    as llama-cpp-python's ``generate`` does). Any sequences: token ids, or characters."""
     common = 0
     for a, b in zip(before, tokens, strict=False):
         if a != b:

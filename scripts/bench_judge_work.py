@@ -85,7 +85,10 @@ class Counting(Judge):
                 prompt += '{"' + spec.field + ('":' if spec.literal else '": "')
             ids = b.llm().tokenize(prompt.encode("utf-8"), special=True)
             self.tokens[key] = len(ids)
-            common = 0  # what llama.cpp reuses of the call before: at most all but one token
+            # what llama.cpp reuses of the call before, at most all but one token: the
+            # rule of models/llamacpp_backend.py shared_start, written out here because
+            # --before code predates it
+            common = 0
             for x, y in zip(self.last, ids[:-1]):
                 if x != y:
                     break

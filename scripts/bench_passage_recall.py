@@ -26,6 +26,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from ambereval.engine.eval_context import merged_spans
 from ambereval.models import Embedder, Retriever, RetrieverSpec
 from ambereval.models.chunker import ChunkParams, chunk_text
 
@@ -64,13 +65,7 @@ def covered(span: tuple[int, int], chosen: list[tuple[int, int]]) -> bool:
 
 
 def merged_words(text: str, chosen: list[tuple[int, int]]) -> int:
-    spans: list[list[int]] = []
-    for a, b in sorted(chosen):
-        if spans and a <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], b)
-        else:
-            spans.append([a, b])
-    return sum(len(text[a:b].split()) for a, b in spans)
+    return sum(len(text[a:b].split()) for a, b in merged_spans(chosen))
 
 
 def main() -> None:

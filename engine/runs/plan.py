@@ -28,8 +28,8 @@ worker asks (README, Limits); the plan counts it once.
 from __future__ import annotations
 
 import json
-import os
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from ambereval.engine import support_question as sq
@@ -74,19 +74,18 @@ class PlanJudge(Judge):
         self._assumed = False  # the last E2 relevance answer was assumed
         self.estimated = not hasattr(real.backend, "prompt_ids")
         self._book = threading.Lock()
-        self._last: list[int] | str = []  # the prompt of the model call before
+        self._last: Sequence[Any] = ()  # the prompt of the model call before
 
     def tokens(self, messages: list[Message], schema: dict[str, Any],
                max_tokens: int) -> tuple[int, int]:
         """(prompt tokens, of them the start shared with the model call before)."""
         if self.estimated:
             text = "\n".join(m["content"] for m in messages)
-            last, self._last = self._last, text
-            common = len(os.path.commonprefix([last, text])) if isinstance(last, str) else 0
+            common, self._last = shared_start(self._last, text), text
             return len(text) // CHARS_PER_TOKEN + 8, common // CHARS_PER_TOKEN
         ids = self.backend.prompt_ids(messages, schema, max_tokens)  # type: ignore[attr-defined]
-        last, self._last = self._last, ids
-        return len(ids), shared_start(last if isinstance(last, list) else [], ids)
+        common, self._last = shared_start(self._last, ids), ids
+        return len(ids), common
 
     def ask(self, messages: list[Message], schema: dict[str, Any],
             max_tokens: int = 256) -> JudgeResponse:
