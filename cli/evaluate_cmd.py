@@ -156,8 +156,8 @@ def evaluate_cmd(
                                            else f"ray://{ray_address}").hostname
                                   if ray_address else None) if h)
         install_offline_guard(allow)
+        from ambereval.engine.judging_rules import split_rules
         from ambereval.engine.protocols.switches import parse_run_rules
-        from ambereval.engine.support_question import split_rules
 
         others, judging = split_rules(invocation.rules)
         rules = parse_run_rules(others or None)

@@ -18,12 +18,13 @@ written only when the judge's answer was unusable).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ambereval.engine.tasks import ChecklistItem
 from ambereval.errors import ModelError
 from ambereval.models import Judge
 
+T = TypeVar("T")
 COUNT_TABLE = ((0, 0, 100), (1, 2, 90), (3, 4, 80), (5, 6, 70), (7, 8, 60), (9, 10, 50),
                (11, 12, 40), (13, 14, 30), (15, 17, 20))
 DEFAULT_MAX_CHARS = 12_000
@@ -93,18 +94,48 @@ CHECK_SCHEMA = {"type": "object", "properties": {"pass": {"type": "boolean"}},
 DECISION_TOKENS = 24  # {"pass": false} takes 8-10 tokens; the cap costs nothing unused
 
 
+CHECKS_ASK = ("Judge each requirement on its own, and answer for every number: true for "
+              "pass, false for fail.")
+
+
+def check_groups(items: list[T], per_prompt: int | None) -> list[list[T]]:
+    """``items`` in order, cut into prompts of ``per_prompt`` (None: all in one), the last
+    one shorter, as DR3-Eval's reference batches them: 6 by 5 -> 5, 1."""
+    size = per_prompt or max(len(items), 1)
+    return [items[at : at + size] for at in range(0, len(items), size)]
+
+
 def judge_checklist(judge: Judge, report: Clipped, items: list[ChecklistItem],
-                    system: str = CHECK_SYSTEM) -> list[dict[str, Any]]:
-    """One binary verdict per item, with its ledger key (and the error, if any)."""
+                    system: str = CHECK_SYSTEM,
+                    per_prompt: int | None = 1) -> list[dict[str, Any]]:
+    """One binary verdict per item, with its ledger key (and the error, if any).
+    ``per_prompt`` items are asked in one prompt (None: all of them): numbered, one
+    answer per number; an item asked with others records where its answer is (``asked``:
+    its number ``item`` of the prompt's ``of``). A prompt of one item is the one-item
+    prompt, whatever ``per_prompt``."""
     out = []
-    for item in items:
-        obj, key, error = _call(judge, _messages(system, report, f"Requirement: {item.text}"),
-                                CHECK_SCHEMA, DECISION_TOKENS)
-        row = {"id": item.id, "text": item.text, "pass": bool(obj and obj["pass"]),
-               "ledger_key": key}
-        if error:
-            row["error"] = error
-        out.append(row)
+    for group in check_groups(items, per_prompt):
+        if len(group) == 1:
+            messages = _messages(system, report, f"Requirement: {group[0].text}")
+            obj, key, error = _call(judge, messages, CHECK_SCHEMA, DECISION_TOKENS)
+            verdicts = [bool(obj and obj["pass"])]
+        else:
+            numbers = [str(n) for n in range(1, len(group) + 1)]
+            listing = "\n".join(f"{n}. {item.text}"
+                                 for n, item in zip(numbers, group, strict=True))
+            schema = {"type": "object", "properties": {n: {"type": "boolean"} for n in numbers},
+                      "required": numbers, "additionalProperties": False}
+            messages = _messages(system, report, f"Requirements:\n{listing}\n\n{CHECKS_ASK}")
+            obj, key, error = _call(judge, messages, schema, 8 + 8 * len(group))
+            verdicts = [bool(obj and obj[n]) for n in numbers]
+        for n, (item, verdict) in enumerate(zip(group, verdicts, strict=True), start=1):
+            row: dict[str, Any] = {"id": item.id, "text": item.text, "pass": verdict,
+                                   "ledger_key": key}
+            if len(group) > 1:
+                row["asked"] = {"item": n, "of": len(group)}
+            if error:
+                row["error"] = error
+            out.append(row)
     return out
 
 

@@ -31,8 +31,9 @@ of once a statement, but the judges measured here answer grouped statements wors
 (docs/judge-work.md), so it is not the default. Both protocols group the same statements
 the same way, so the ledger still shares every answer between them.
 
-A run made by amber 0.2.0 recorded neither rule: it is replayed as it was asked
-(``BEFORE_RULE``).
+**The statement** is shown without its citation marks (rule ``citation_marks``): the
+page is named beside it. The rules are parsed in engine/judging_rules.py; a run whose
+manifest predates a rule is replayed as it was asked (``BEFORE_RULE`` there).
 """
 
 from __future__ import annotations
@@ -42,13 +43,11 @@ from typing import Any, TypeVar
 
 from ambereval.engine.eval_context import EvalContext
 from ambereval.engine.evidence import Page
-from ambereval.errors import InputError, ModelError
+from ambereval.engine.judging_rules import DEFAULT_ASKING, Asking
+from ambereval.errors import ModelError
 from ambereval.models.judge import Judge
 
 T = TypeVar("T")
-RULE = "support_question"
-CHOICES = ("shared", "separate")
-DEFAULT = "shared"
 SUPPORTS, RELATED, AGAINST = "supports", "related", "contradicts_or_unrelated"
 LABELS = (SUPPORTS, RELATED, AGAINST)
 SYSTEM = (
@@ -128,83 +127,6 @@ def fa_supported(answer: str) -> bool:
 def e3_supported(answer: str) -> bool:
     """DeepEval E3's reading (strict): supported only when the page supports it."""
     return answer == SUPPORTS
-
-
-BATCH_RULE = "support_batch"
-BATCH_DEFAULT = 1
-BATCH_MAX = 16
-PASSAGES_RULE = "passages"
-PASSAGES_CHOICES = ("merged", "chunks")
-#: the rules of how the judge is asked, with their defaults; ``prompt_layout`` names the
-#: prompts' layout and is not a rule: a run made with another layout is replayed with
-#: the amber that made it
-JUDGING_DEFAULTS = {RULE: DEFAULT, BATCH_RULE: str(BATCH_DEFAULT),
-                    PASSAGES_RULE: PASSAGES_CHOICES[0]}
-PROMPT_LAYOUT = "report-first-v1"
-#: what a run whose manifest predates a rule was asked with (amber 0.2.0 asked each
-#: statement alone, with the chosen chunks as they are)
-BEFORE_RULE = {BATCH_RULE: "1", PASSAGES_RULE: "chunks"}
-
-
-def check_rule(name: str, value: str) -> str:
-    """``value`` for judging rule ``name`` in its recorded form, or a one-line error."""
-    choices = {RULE: CHOICES, PASSAGES_RULE: PASSAGES_CHOICES}.get(name)
-    if choices is not None:
-        if value not in choices:
-            raise InputError(f"rule {name} must be one of {', '.join(choices)} "
-                             f"(got {value!r})")
-        return value
-    if not value.isdigit() or not 1 <= int(value) <= BATCH_MAX:
-        raise InputError(f"rule {BATCH_RULE} must be a whole number from 1 to {BATCH_MAX} "
-                         f"(got {value!r})")
-    return str(int(value))
-
-
-def split_rules(pairs: list[str] | None) -> tuple[list[str], dict[str, str]]:
-    """``--rule`` values -> (the others, left to DailyReport's parser; the judging rules
-    with defaults filled in). Example: ``split_rules(["support_batch=4"])``."""
-    judging = dict(JUDGING_DEFAULTS)
-    rest = []
-    for pair in pairs or []:
-        name, sep, value = (x.strip() for x in pair.partition("="))
-        if name not in JUDGING_DEFAULTS:
-            rest.append(pair)
-            continue
-        judging[name] = check_rule(name, value)
-    return rest, judging
-
-
-@dataclass(frozen=True)
-class Support:
-    """How a run asks whether a cited page supports a statement: ``question`` shared or
-    separate, the statements asked together in one shared prompt (``batch``), and
-    whether chosen chunks that overlap are sent as one passage (``merge``)."""
-
-    question: str = DEFAULT
-    batch: int = BATCH_DEFAULT
-    merge: bool = True
-
-    @classmethod
-    def of(cls, judging: dict[str, str] | None) -> Support:
-        judging = {**JUDGING_DEFAULTS, **(judging or {})}
-        return cls(check_rule(RULE, judging[RULE]),
-                   int(check_rule(BATCH_RULE, str(judging[BATCH_RULE]))),
-                   check_rule(PASSAGES_RULE, judging[PASSAGES_RULE]) == "merged")
-
-    @property
-    def shared(self) -> bool:
-        return self.question == "shared"
-
-    def rules(self) -> dict[str, Any]:
-        """As recorded in a protocol's ``rules``: a rule only where it departs from what
-        amber 0.2.0 did (so a run asked as 0.2.0 asked records what 0.2.0 recorded)."""
-        grouped = self.shared and self.batch > 1
-        return {RULE: self.question, **({BATCH_RULE: self.batch} if grouped else {}),
-                **({PASSAGES_RULE: "merged"} if self.merge else {})}
-
-
-#: the default: the shared question, one statement a prompt, overlapping chunks merged
-SHARED = Support()
 
 
 @dataclass
@@ -294,9 +216,9 @@ class SupportAsker:
     alone, so every protocol sends the same prompts."""
 
     def __init__(self, judge: Judge, ctx: EvalContext, slots: dict[str, PageStatements],
-                 batch: int, merge: bool = True) -> None:
-        self.judge, self.ctx, self.slots, self.batch = judge, ctx, slots, batch
-        self.merge = merge
+                 asking: Asking = DEFAULT_ASKING) -> None:
+        self.judge, self.ctx, self.slots = judge, ctx, slots
+        self.batch, self.merge, self.say = asking.batch, asking.merge, asking.statement
         self._passages: dict[str, str] = {}
         self._answers: dict[tuple[str, str], SupportAnswer] = {}
 
@@ -320,9 +242,11 @@ class SupportAsker:
         passages = self.passages(slot)
         group = next(g for g in groups(slot.statements, self.batch) if statement in g)
         if self.batch == 1:
-            msgs, schema, cap = messages(slot.header, passages, statement), SCHEMA, MAX_TOKENS
+            msgs, schema, cap = (messages(slot.header, passages, self.say(statement)),
+                                 SCHEMA, MAX_TOKENS)
         else:
-            msgs, schema, cap = (batch_messages(slot.header, passages, group),
+            msgs, schema, cap = (batch_messages(slot.header, passages,
+                                                [self.say(t) for t in group]),
                                  batch_schema(group), batch_max_tokens(group))
         try:
             reply = self.judge.ask(msgs, schema, max_tokens=cap)

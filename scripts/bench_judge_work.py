@@ -123,7 +123,7 @@ print(json.dumps(out))
 
 
 def ratio(new: int, old: int) -> str:
-    return f" ({new / old:.2f}x)" if old else ""
+    return f" ({new / old:.3f}x)" if old else ""
 
 
 def env_for(before: Path | None) -> dict[str, str]:
@@ -216,8 +216,8 @@ def main() -> None:
                       f"{walls[name]['planned']['prompt_tokens']:,} prompt tokens",
                       flush=True)
         now, old = walls["now"], walls["before"]
-        print(f"wall {now['wall_seconds'] / old['wall_seconds']:.2f}x, prompt tokens "
-              f"{now['prompt_tokens'] / old['prompt_tokens']:.2f}x", flush=True)
+        print(f"wall {now['wall_seconds'] / old['wall_seconds']:.3f}x, prompt tokens "
+              f"{now['prompt_tokens'] / old['prompt_tokens']:.3f}x", flush=True)
         result["timed"] = {"qid": args.wall_qid, **walls}
     (args.out / "judge-work.json").write_text(json.dumps(result, indent=1, sort_keys=True))
 

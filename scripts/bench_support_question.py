@@ -32,6 +32,7 @@ from typing import Any
 
 from ambereval.engine import support_question as sq
 from ambereval.engine.judge_bench import BINARY, load_pairs, metrics
+from ambereval.engine.judging_rules import BATCH_DEFAULT
 from ambereval.engine.protocols.deepeval import SUPPORT_SCHEMA, support_messages
 from ambereval.engine.protocols.dr3 import FA_SCHEMA, fa_messages
 from ambereval.models import open_judge
@@ -100,7 +101,7 @@ def main() -> None:
     ap.add_argument("--half", default="test")
     ap.add_argument("--per-set", type=int, default=18)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--batch", type=int, default=sq.BATCH_DEFAULT,
+    ap.add_argument("--batch", type=int, default=BATCH_DEFAULT,
                     help="statements a prompt for the grouped reading")
     ap.add_argument("--ctx", type=int, default=8192, help="the judge's context (tokens)")
     ap.add_argument("--only-batch", action="store_true",

@@ -135,7 +135,9 @@ J1 = {"Report:\nALPHA-ONE": {"report_1": HIGH, "report_2": LOW},
 J2 = {"Report:\nALPHA-ONE": {"report_1": LOW, "report_2": HIGH},
       "Report:\nALPHA-TWO": {"report_1": HIGH, "report_2": LOW},
       "Second report:\nALPHA-TWO": {"report_1": HIGH, "report_2": LOW}}
-COVERAGE = {"Requirement: Gives the time": {"pass": False}}
+# the second item fails, asked alone or with the first (checklists=together)
+COVERAGE = {"Requirement: Gives the time": {"pass": False},
+            "2. Gives the time": {"2": False}}
 
 
 def _inputs(tmp: Path) -> tuple[list[Path], Path]:

@@ -10,6 +10,7 @@ import pytest
 from replay_fixtures import landmarks_bundle
 from scripted_judge import ScriptedBackend
 
+from ambereval.engine.judging_rules import BEFORE_RULE
 from ambereval.engine.runs.evaluate import evaluate_bundles
 from ambereval.engine.runs.plan import placeholder, plan_bundles
 from ambereval.models import Embedder, Judge
@@ -106,7 +107,10 @@ def test_replay_of_a_run_made_with_the_old_prompts_names_its_amber(
     path = run / "manifest.json"
     manifest = json.loads(path.read_text())
     assert manifest["judging"] == {"support_question": "shared", "support_batch": "1",
-                                   "passages": "merged", "prompt_layout": "report-first-v1"}
+                                   "passages": "merged", "citation_marks": "dropped",
+                                   "checklists": "together",
+                                   "relevance_opening": "300-tokens",
+                                   "prompt_layout": "report-first-v1"}
     assert manifest["rules"]["dr3"]["support_question"] == "shared"
     del manifest["judging"]
     path.write_text(json.dumps(manifest))
@@ -116,24 +120,30 @@ def test_replay_of_a_run_made_with_the_old_prompts_names_its_amber(
     assert "amber-eval" in str(err.value.hint)
 
 
-def test_a_run_made_by_amber_0_2_0_replays(tmp_path: Path, embedder: Embedder) -> None:
-    """amber 0.2.0 sent a page's chosen chunks as they are, one statement a prompt, and
-    recorded neither rule: its runs replay as they were made (the current default merges
-    overlapping chunks, other prompts, which would miss the ledger)."""
+@pytest.mark.parametrize("unrecorded", [
+    ("passages", "support_batch", "citation_marks", "checklists", "relevance_opening"),
+    ("citation_marks", "checklists", "relevance_opening")],
+    ids=["amber-0.2.0", "amber-0.2.1"])
+def test_a_run_made_by_an_earlier_amber_replays(tmp_path: Path, embedder: Embedder,
+                                                unrecorded: tuple[str, ...]) -> None:
+    """amber 0.2.0 sent a page's chosen chunks as they are, one statement a prompt;
+    0.2.1 showed statements with their citation marks, asked a checklist one item a
+    prompt and showed E2 1,500 characters of a page. Neither recorded the rules that came after it: its runs replay as they were
+    made (today's defaults send other prompts, which would miss the ledger)."""
     from ambereval.engine.runs.replay import replay_run
 
     bundle, tasks = landmarks_bundle(tmp_path, REPORT)
     run = tmp_path / "run"
     judge, backend = _judge(run)
     evaluate_bundles([bundle], tasks, ["dr3", "deepeval"], [("s", judge)], run, embedder,
-                     judging={"passages": "chunks"})
+                     judging={rule: BEFORE_RULE[rule] for rule in unrecorded})
     path = run / "manifest.json"
     manifest = json.loads(path.read_text())
     assert manifest["rules"]["dr3"] == {**manifest["rules"]["dr3"],
                                         "support_question": "shared"}
-    assert not {"passages", "support_batch"} & set(manifest["rules"]["dr3"])  # as 0.2.0
-    for rule in ("passages", "support_batch"):
-        del manifest["judging"][rule]  # as amber 0.2.0 wrote it
+    assert not set(unrecorded) & set(manifest["rules"]["dr3"])  # as that amber recorded
+    for rule in unrecorded:
+        del manifest["judging"][rule]  # as that amber wrote it
     path.write_text(json.dumps(manifest))
     assert replay_run(run)["identical"]
     # the same run asked with today's default would have sent other prompts

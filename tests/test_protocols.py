@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scripted_judge import scripted_judge
@@ -12,11 +13,11 @@ from scripted_judge import scripted_judge
 from ambereval.engine.eval_context import open_context, reports_in
 from ambereval.engine.importers import import_dr3, import_lrb
 from ambereval.engine.judging import count_to_score, win_rate
+from ambereval.engine.judging_rules import Asking
 from ambereval.engine.protocols.deepeval import presentation_parser_checks
 from ambereval.engine.protocols.dr3 import citation_coverage, evaluate_dr3
 from ambereval.engine.report import parse_report
 from ambereval.engine.runs.evaluate import evaluate_bundles
-from ambereval.engine.support_question import Support
 from ambereval.engine.tasks import dump_tasks, load_tasks
 from ambereval.models import Embedder
 from ambereval.snapshots import Bundle
@@ -74,9 +75,16 @@ def lrb_bundle(tmp_path: Path, qid: str, with_baseline: bool = True) -> tuple[Pa
     return bundle, tasks_path
 
 
+def checklist_answers(verdict: bool) -> dict[str, dict[str, Any]]:
+    """Scripted answers for the LRB checklists' items ("Does ..."), asked one a prompt
+    or together (``checklists=together``: numbered, an answer per number)."""
+    return {"Requirement: Does ": {"pass": verdict},
+            "Requirements:\n1. Does ": {str(n): verdict for n in range(1, 41)}}
+
+
 def test_deepeval_arithmetic_with_a_scripted_judge(tmp_path: Path, embedder: Embedder) -> None:
     bundle, tasks = lrb_bundle(tmp_path, "infocoBp2TDUwPt62Iqzak")
-    judge = scripted_judge({"Requirement: Does ": {"pass": False}})
+    judge = scripted_judge(checklist_answers(False))
     run = evaluate_bundles([bundle], tasks, ["deepeval"], [("s", judge)], tmp_path / "run",
                            embedder)
     [doc] = run["reports"]
@@ -112,8 +120,8 @@ def test_depth_null_without_baseline(tmp_path: Path, embedder: Embedder) -> None
 
 def test_two_judges_are_averaged_per_dimension(tmp_path: Path, embedder: Embedder) -> None:
     bundle, tasks = lrb_bundle(tmp_path, "infocoBp2TDUwPt62Iqzak")
-    a = scripted_judge({"Requirement: Does ": {"pass": True}}, "a")
-    b = scripted_judge({"Requirement: Does ": {"pass": False}}, "b")
+    a = scripted_judge(checklist_answers(True), "a")
+    b = scripted_judge(checklist_answers(False), "b")
     run = evaluate_bundles([bundle], tasks, ["deepeval"], [("a", a), ("b", b)],
                            tmp_path / "run", embedder)
     [doc] = run["reports"]
@@ -146,7 +154,7 @@ def test_dr3_scores_with_a_scripted_judge(tmp_path: Path, embedder: Embedder) ->
     with Bundle.open(bundle) as b:
         ctx = open_context(b, reports_in(b)[0], load_tasks(tasks)[0], embedder)
         result = evaluate_dr3(judge, ctx)
-        separate = evaluate_dr3(judge, ctx, support=Support("separate"))
+        separate = evaluate_dr3(judge, ctx, asking=Asking("separate"))
     assert result["rules"]["support_question"] == "shared"
     assert "support_batch" not in result["rules"]  # one statement a prompt (the default)
     assert result["rules"]["passages"] == separate["rules"]["passages"] == "merged"
@@ -358,7 +366,7 @@ def test_checks_against_one_page_share_its_passages(tmp_path: Path, embedder: Em
             url = next(u for c in ctx.report.citations for u in c.urls if "eiffel" in u)
             chunks = [c.text for c in ctx.page(url).chunks]
             assert len(chunks) > 6  # retrieval chooses among its chunks
-            run(judge, ctx, Support("shared", batch))
+            run(judge, ctx, Asking("shared", batch))
         calls = [c for c in judge.backend.calls if mark in c]  # type: ignore[attr-defined]
         eiffel = [i for i, c in enumerate(calls) if "1889 [1]" in c or "bakeries" in c]
         if batch == 1:
@@ -409,7 +417,7 @@ def test_fa_and_e3_share_one_support_question(tmp_path: Path, embedder: Embedder
             for name in order:
                 before = len(backend.calls)
                 results[name] = (factual_accuracy if name == "fa" else citation_accuracy)(
-                    judge, ctx, Support("shared", batch))
+                    judge, ctx, Asking("shared", batch))
                 asked = [c for c in backend.calls[before:] if mark in c]
                 assert len(asked) == (0 if name != order[0] else 4 if batch == 1 else 2)
         fa_keys = sorted(c["ledger_key"] for cl in results["fa"]["claims"]

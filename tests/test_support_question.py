@@ -9,7 +9,6 @@ import pytest
 
 from ambereval.engine import support_question as sq
 from ambereval.engine.runs.plan import placeholder
-from ambereval.errors import InputError
 
 STATEMENTS = ["The Eiffel Tower in Paris was completed in 1889 for a fair.",
               "It is\n made of   wrought iron.", "Short one."]
@@ -47,23 +46,6 @@ def test_the_page_and_the_statements_are_two_messages() -> None:
     assert "1. The Eiffel Tower" in msgs[2]["content"]
     assert "2. It is made of wrought iron." in msgs[2]["content"]
     assert "PASSAGE" not in msgs[2]["content"]
-
-
-def test_the_rules_and_what_a_run_records() -> None:
-    assert sq.split_rules(None)[1] == {"support_question": "shared", "support_batch": "1",
-                                       "passages": "merged"}
-    rest, judging = sq.split_rules(["support_batch=08", "c1_empty=zero"])
-    assert rest == ["c1_empty=zero"] and judging["support_batch"] == "8"
-    for bad in ("support_batch=0", "support_batch=17", "support_batch=x",
-                "support_question=maybe", "passages=all"):
-        with pytest.raises(InputError):
-            sq.split_rules([bad])
-    assert sq.Support.of(judging).rules() == {"support_question": "shared",
-                                              "support_batch": 8, "passages": "merged"}
-    # asked as amber 0.2.0 asked, a run records what 0.2.0 recorded; separate: no batch
-    assert sq.Support("shared", 1, merge=False).rules() == {"support_question": "shared"}
-    assert sq.Support.of({"support_question": "separate", "support_batch": "4"}).rules() == {
-        "support_question": "separate", "passages": "merged"}
 
 
 @pytest.mark.slow

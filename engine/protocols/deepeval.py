@@ -29,6 +29,7 @@ from ambereval.engine.judging import (
     judge_list,
     pairwise_depth,
 )
+from ambereval.engine.judging_rules import DEFAULT_ASKING, Asking
 from ambereval.engine.protocols.dr3 import doc_tag_pages
 from ambereval.engine.protocols.switches import switch
 from ambereval.engine.report import REF_HEADINGS, Report, clean_heading
@@ -98,7 +99,10 @@ def presentation_parser_checks(report: Report) -> dict[int, bool | None]:
 
 
 def presentation(judge: Judge, ctx: EvalContext, report: Clipped,
-                 on_error: str = "null-dimension") -> dict[str, Any]:
+                 on_error: str = "null-dimension",
+                 per_prompt: int | None = 1) -> dict[str, Any]:
+    """The ten items, the parser's first; the judge's ``per_prompt`` a prompt (None: all
+    in one, as the reference asks its ten questions)."""
     decided = presentation_parser_checks(ctx.report)
     items = []
     to_judge = []
@@ -111,11 +115,11 @@ def presentation(judge: Judge, ctx: EvalContext, report: Clipped,
     from ambereval.engine.tasks import ChecklistItem
 
     judged = judge_checklist(judge, report, [ChecklistItem(str(n), t) for n, t in to_judge],
-                             system=PRESENTATION_SYSTEM)
+                             system=PRESENTATION_SYSTEM, per_prompt=per_prompt)
     for (number, text), result in zip(to_judge, judged, strict=True):
         items.append({"item": number, "text": text, "pass": result["pass"], "method": "judge",
                       "ledger_key": result["ledger_key"],
-                      **({"error": result["error"]} if "error" in result else {})})
+                      **{k: result[k] for k in ("asked", "error") if k in result}})
     items.sort(key=lambda i: i["item"])
     return {"score": checklist_score(items, on_error, total=len(PRESENTATION_ITEMS)),
             "items": items}
@@ -135,14 +139,13 @@ def support_messages(url: str, passages: str, statement: str) -> list[dict[str, 
 
 
 def citation_accuracy(judge: Judge, ctx: EvalContext,
-                      support: sq.Support = sq.SHARED) -> dict[str, Any]:
+                      asking: Asking = DEFAULT_ASKING) -> dict[str, Any]:
     """E1 invalid URL, E2 irrelevant page, E3 unsupported (claim, citation) pair; with
     ``support_question=shared`` E3 is the shared three-way question read strictly (its
     statements grouped per page, engine/support_question.py)."""
     asker = sq.SupportAsker(judge, ctx, sq.page_statements(
-        ctx, [(t, p) for t, _, p in doc_tag_pages(ctx) if p is not None]), support.batch,
-        support.merge) \
-        if support.shared else None
+        ctx, [(t, p) for t, _, p in doc_tag_pages(ctx) if p is not None]), asking) \
+        if asking.shared else None
     by_url: dict[str, list[str]] = {}
     sentences = ctx.report.sentences
     for s in sentences:
@@ -165,7 +168,7 @@ def citation_accuracy(judge: Judge, ctx: EvalContext,
             entry.update(error="E1", reason=page.reason)
             urls.append(entry)
             continue
-        head = page.text[:1500]
+        head = asking.page_opening(page.text)
         messages = [{"role": "system", "content": RELEVANCE_SYSTEM},
                     {"role": "user", "content": f"Request: {ctx.task.query}\n\nPage title: "
                      f"{page.title or '-'}\nOpening:\n{head}"}]
@@ -179,14 +182,15 @@ def citation_accuracy(judge: Judge, ctx: EvalContext,
         # the page is read once: one set of passages for all its claims, so their prompts
         # share the page as a prefix (the in-process judge evaluates it once)
         passages = "" if asker else "\n\n".join(ctx.page_passages(page, claims,
-                                                                    merge=support.merge))
+                                                                    merge=asking.merge))
         for claim in claims:
             if asker is not None:
                 got = asker.ask(page, claim)
                 ok = got.answer is not None and sq.e3_supported(got.answer)
                 asked = got.record()
             else:
-                ans, key = _ask(judge, support_messages(page.url, passages, claim),
+                ans, key = _ask(judge, support_messages(page.url, passages,
+                                                        asking.statement(claim)),
                                 SUPPORT_SCHEMA, DECISION_TOKENS)
                 ok = bool(ans and ans["supported"])
                 asked = {"ledger_key": key}
@@ -220,16 +224,19 @@ def _ask(judge: Judge, messages: list[dict[str, str]], schema: dict[str, Any],
 
 def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
                       rules: dict[str, str] | None = None,
-                      support: sq.Support = sq.SHARED) -> dict[str, Any]:
+                      asking: Asking = DEFAULT_ASKING) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
     on_error = switch(rules, "checklist_item_error")
     out: dict[str, Any] = {"clipped_chars": report.cut_chars}
-    out["presentation"] = presentation(judge, ctx, report, on_error)
+    out["presentation"] = presentation(judge, ctx, report, on_error,
+                                       asking.per_prompt(None))
     found, key = judge_list(judge, CONSISTENCY_SYSTEM, report,
                             "List the report's internal contradictions.")
     out["consistency"] = _counted(found, key)
     if ctx.task.checklist:
-        checks = judge_checklist(judge, report, ctx.task.checklist)
+        # the reference grades a whole checklist in one prompt
+        checks = judge_checklist(judge, report, ctx.task.checklist,
+                                 per_prompt=asking.per_prompt(None))
         out["coverage"] = {"score": checklist_score(checks, on_error), "items": checks}
     else:
         out["coverage"] = {"score": None, "reason": "task has no checklist"}
@@ -250,7 +257,7 @@ def evaluate_deepeval(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
             f"baseline report not found: {baseline}"
         out["depth"] = {"score": None, "reason": why}
     out["citation_association"] = association
-    out["citation_accuracy"] = citation_accuracy(judge, ctx, support)
+    out["citation_accuracy"] = citation_accuracy(judge, ctx, asking)
     dims = ("presentation", "consistency", "coverage", "depth", "citation_association",
             "citation_accuracy")
     out["scores"] = {d: out[d]["score"] for d in dims}

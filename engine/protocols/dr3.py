@@ -30,6 +30,7 @@ from ambereval.engine.judging import (
     judge_checklist,
     judge_choice,
 )
+from ambereval.engine.judging_rules import DEFAULT_ASKING, Asking
 from ambereval.engine.protocols.switches import FIXED, switch
 from ambereval.engine.tasks import RequiredDocument
 from ambereval.errors import ModelError
@@ -47,6 +48,7 @@ DEPTH_SYSTEM = (
     "restates sources, 4-6 organises and compares, 7-8 explains causes and trade-offs with "
     "evidence, 9-10 offers original, well-supported insight a specialist would value."
 )
+IF_PER_PROMPT = 5  # the reference's batch: checklist items a prompt
 IF_SYSTEM = (
     "You check one requirement of the user's request against a research report. Answer "
     "pass if the report satisfies it, fail otherwise."
@@ -172,7 +174,7 @@ def doc_tag_pages(ctx: EvalContext) -> list[tuple[str, str, Any]]:
     return out
 
 
-def factual_accuracy(judge: Judge, ctx: EvalContext, support: sq.Support = sq.SHARED,
+def factual_accuracy(judge: Judge, ctx: EvalContext, asking: Asking = DEFAULT_ASKING,
                      claims_rule: str = "cited-sentences") -> dict[str, Any]:
     """FA over (claim, sources) pairs; with ``support_question=shared`` each (statement,
     page) is the shared three-way question read leniently (its statements grouped per
@@ -202,15 +204,15 @@ def factual_accuracy(judge: Judge, ctx: EvalContext, support: sq.Support = sq.SH
             if page is None or not page.valid:
                 checks.append({"source": name, "supported": False, "reason": "source missing"})
                 continue
-            header = (page.title or page.url) if support.shared else (page.title or name)
+            header = (page.title or page.url) if asking.shared else (page.title or name)
             slot = by_page.setdefault((header, page.capture_id or page.url), (page, []))
             slot[1].append((len(claims), len(checks)))
             checks.append({"source": name})
         claims.append({"claim": text[:300], "start": s.start, "end": s.end,
                        "text": text, "sources": checks})
     asker = sq.SupportAsker(judge, ctx, sq.page_statements(
-        ctx, [(t, p) for t, _, p in tags if p is not None]), support.batch, support.merge) \
-        if support.shared else None
+        ctx, [(t, p) for t, _, p in tags if p is not None]), asking) \
+        if asking.shared else None
     for (header, _), (page, slots) in sorted(by_page.items()):
         if asker is not None:
             for i, j in slots:
@@ -224,10 +226,10 @@ def factual_accuracy(judge: Judge, ctx: EvalContext, support: sq.Support = sq.SH
                     check["warc_record_id"] = page.text_record
             continue
         passages = "\n\n".join(ctx.page_passages(page, [claims[i]["text"] for i, _ in slots],
-                                                  merge=support.merge))
+                                                  merge=asking.merge))
         for i, j in slots:
             check = claims[i]["sources"][j]
-            messages = fa_messages(header, passages, claims[i]["text"])
+            messages = fa_messages(header, passages, asking.statement(claims[i]["text"]))
             try:
                 ans = judge.ask(messages, FA_SCHEMA, max_tokens=DECISION_TOKENS)
             except ModelError as err:
@@ -248,17 +250,18 @@ def factual_accuracy(judge: Judge, ctx: EvalContext, support: sq.Support = sq.SH
 
 def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
                  rules: dict[str, str] | None = None,
-                 support: sq.Support = sq.SHARED) -> dict[str, Any]:
+                 asking: Asking = DEFAULT_ASKING) -> dict[str, Any]:
     report = clip(ctx.text, max_chars)
     claims_rule = switch(rules, "fa_claims")
     out: dict[str, Any] = {"clipped_chars": report.cut_chars,
-                           "rules": {**RULES, "fa_claims": claims_rule, **support.rules()}}
+                           "rules": {**RULES, "fa_claims": claims_rule, **asking.rules()}}
     out["ir_uf"] = _insights(judge, ctx, ctx.task.insights_user_files, report)
     out["ir_sc"] = _insights(judge, ctx, ctx.task.insights_sandbox, report)
     out["cc"] = citation_coverage(ctx)
     out["fa"] = {}  # asked last: the report-level calls before it share the report prefix
     if ctx.task.checklist:
-        checks = judge_checklist(judge, report, ctx.task.checklist, system=IF_SYSTEM)
+        checks = judge_checklist(judge, report, ctx.task.checklist, system=IF_SYSTEM,
+                                 per_prompt=asking.per_prompt(IF_PER_PROMPT))
         # errored items leave the denominator, as in the reference (all errored: null)
         out["if"] = {"score": checklist_score(checks, "exclude"), "items": checks}
     else:
@@ -270,7 +273,7 @@ def evaluate_dr3(judge: Judge, ctx: EvalContext, max_chars: int = 12_000,
         out["dq"] = {"score": None, "raw": None, "reason": reason, "ledger_key": key}
     else:
         out["dq"] = {"score": 10 * value, "raw": value, "reason": reason, "ledger_key": key}
-    out["fa"] = factual_accuracy(judge, ctx, support, claims_rule)
+    out["fa"] = factual_accuracy(judge, ctx, asking, claims_rule)
     dims = ("ir_uf", "ir_sc", "cc", "fa", "if", "dq")
     out["scores"] = {d: out[d]["score"] for d in dims}
     out["scores"]["avg"] = summarise("dr3", out["scores"], rules)

@@ -41,6 +41,13 @@ def _support_answer(check: dict[str, Any]) -> str:
     return verdict
 
 
+def _in_prompt(row: dict[str, Any]) -> str | None:
+    """Where a checklist item's answer is when its checklist was asked together
+    (engine/judging.py, rule ``checklists``)."""
+    asked = row.get("asked")
+    return f"answer {asked['item']} of {asked['of']} in one prompt" if asked else None
+
+
 def claim_items(loader: RunLoader, bundle: Bundle | None, verdicts: list[dict[str, Any]],
                  protocol: str, dimension: str, judge: str) -> list[AuditItem]:
     items = []
@@ -139,7 +146,8 @@ def dr3_items(loader: RunLoader, bundle: Bundle | None, result: dict[str, Any], 
         items.append(_simple(f"if.{row['id']}", p, "if", judge,
                              "pass" if row.get("pass") else "fail",
                              "pass" if row.get("pass") else "fail", row.get("text", ""),
-                             row.get("ledger_key"), row.get("reason"), error=row.get("error")))
+                             row.get("ledger_key"), row.get("reason") or _in_prompt(row),
+                             error=row.get("error")))
     dq = result.get("dq") or {}
     if dq:
         items.append(_simple("dq", p, "dq", judge, dq.get("raw"),
@@ -157,7 +165,8 @@ def deepeval_items(loader: RunLoader, bundle: Bundle | None, result: dict[str, A
         items.append(_simple(f"presentation.{row['item']}", p, "presentation", judge,
                              "pass" if ok else "fail", "pass" if ok else "fail",
                              row.get("text", ""), row.get("ledger_key"),
-                             row.get("reason") or f"decided by the {row.get('method')}",
+                             row.get("reason") or ", ".join(filter(None, (
+                                 f"decided by the {row.get('method')}", _in_prompt(row)))),
                              method=row.get("method")))
     for dim in ("consistency", "citation_association"):
         r = result.get(dim) or {}
@@ -173,8 +182,8 @@ def deepeval_items(loader: RunLoader, bundle: Bundle | None, result: dict[str, A
         ok = row.get("pass")
         items.append(_simple(f"coverage.{row['id']}", p, "coverage", judge,
                              "pass" if ok else "fail", "pass" if ok else "fail",
-                             row.get("text", ""), row.get("ledger_key"), row.get("reason"),
-                             error=row.get("error")))
+                             row.get("text", ""), row.get("ledger_key"),
+                             row.get("reason") or _in_prompt(row), error=row.get("error")))
     for game in (result.get("depth") or {}).get("games") or []:
         outcome = {"win": "pass", "loss": "fail", "tie": "partial"}.get(game["outcome"],
                                                                         "unknown")

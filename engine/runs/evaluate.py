@@ -29,6 +29,7 @@ from ambereval.engine.eval_context import (
 )
 from ambereval.engine.judge_card import card_entries
 from ambereval.engine.judge_meter import SPENT_KEYS, WORK_KEYS, add_up
+from ambereval.engine.judging_rules import PROMPT_LAYOUT, Asking, split_rules
 from ambereval.engine.progress_count import ProgressCount
 from ambereval.engine.runs.executors import make_executor
 from ambereval.engine.runs.report_job import (
@@ -38,7 +39,6 @@ from ambereval.engine.runs.report_job import (
     run_ledger,
 )
 from ambereval.engine.runs.run_dir import RUN_FORMAT, RunWriter, merge_leftover_shards
-from ambereval.engine.support_question import PROMPT_LAYOUT, Support, split_rules
 from ambereval.engine.tasks import changed_fields, load_tasks, task_for_report
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge, RetrieverSpec
@@ -351,5 +351,5 @@ def _rules(protocols: list[str], chosen: dict[str, str] | None,
         rules["dailyreport"] = {**DR_RULES, **mine, "verify": VerifyOptions().as_dict()}
     for p in ("dr3", "deepeval"):
         if p in protocols:
-            rules[p] = {**protocol_rules(p, chosen), **Support.of(judging).rules()}
+            rules[p] = {**protocol_rules(p, chosen), **Asking.of(judging).rules()}
     return rules

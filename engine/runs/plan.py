@@ -174,8 +174,8 @@ def plan_bundles(bundles: list[Any], tasks_path: Any, protocols: list[str],
                  judging: dict[str, str] | None = None) -> dict[str, Any]:
     """The plan of ``amber evaluate`` with these inputs (see :func:`plan_run`).
     Example: ``plan_bundles(["b/"], "tasks.json", ["dr3"], [("j", judge)])["total"]``"""
+    from ambereval.engine.judging_rules import split_rules
     from ambereval.engine.runs.evaluate import plan_reports
-    from ambereval.engine.support_question import split_rules
 
     jobs = plan_reports(bundles, tasks_path)
     setup = RunSetup(list(protocols), judges, embedder, max_chars, rules,

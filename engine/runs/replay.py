@@ -35,11 +35,11 @@ from ambereval.engine.eval_context import (
     search_key,
 )
 from ambereval.engine.evidence import Page
+from ambereval.engine.judging_rules import BEFORE_RULE, PROMPT_LAYOUT
 from ambereval.engine.protocols.switches import from_manifest
 from ambereval.engine.runs.evaluate import plan_reports, work_totals
 from ambereval.engine.runs.report_job import RunSetup, evaluate_report
 from ambereval.engine.runs.run_dir import OLD_AGGREGATION, RUN_FORMAT, RunWriter
-from ambereval.engine.support_question import BEFORE_RULE, PROMPT_LAYOUT
 from ambereval.errors import AmberError, BundleError, InputError, LedgerMiss, ReplayDifference
 from ambereval.models import Chunk, ChunkParams, Hit, RetrieverSpec
 from ambereval.models.chunk_source import ChunkSource

@@ -15,7 +15,7 @@ from typing import Any
 from ambereval.engine.aggregation import report_scores
 from ambereval.engine.eval_context import SharedEmbedder, open_context
 from ambereval.engine.judge_meter import Meter
-from ambereval.engine.support_question import Support
+from ambereval.engine.judging_rules import Asking
 from ambereval.engine.tasks import Task
 from ambereval.errors import InputError
 from ambereval.models import Embedder, Judge
@@ -106,7 +106,7 @@ def evaluate_report(job: ReportJob, setup: RunSetup,
                 result = runners[protocol](meter, ctx, setup.max_chars, setup.rules)
             else:
                 result = runners[protocol](meter, ctx, setup.max_chars, setup.rules,
-                                           Support.of(setup.judging))
+                                           Asking.of(setup.judging))
             if tick is not None:
                 tick()
             return result, meter

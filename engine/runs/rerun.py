@@ -102,12 +102,12 @@ def rerun_run(run_dir: str | Path, times: int, concurrency: int | None = None,
 
     Example: ``rerun_run("runs/smol", 3)["verdicts"]`` (empty for a deterministic judge)
     """
+    from ambereval.engine.judging_rules import split_rules
     from ambereval.engine.protocols.switches import parse_run_rules
     from ambereval.engine.runs.evaluate import evaluate_bundles
     from ambereval.engine.runs.executors import make_executor
     from ambereval.engine.runs.replay import judging_of
     from ambereval.engine.runs.report_job import judges_width
-    from ambereval.engine.support_question import split_rules
     from ambereval.models import Embedder
 
     run = Path(run_dir)
