@@ -68,8 +68,9 @@ def evaluate_cmd(
     rule: Annotated[list[str] | None, typer.Option(
         "--rule", help="Switch one of the protocols' own rules, e.g. c1_empty=zero "
         "(DailyReport), depth_no_decisive=zero (DeepEval), support_question=separate (DR3 FA "
-        "and DeepEval E3 ask their own questions) or support_batch=4 (four statements of "
-        "a page in one support prompt; default 1); the documentation's page \"The three "
+        "and DeepEval E3 ask their own questions), support_batch=4 (four statements of "
+        "a page in one support prompt; default 1) or checklists=each (one checklist item a "
+        "prompt); the documentation's page \"The three "
         "protocols\" (docs/protocols.md) lists them all (repeatable; recorded in "
         "manifest.json).")] = None,
     executor: Annotated[str, typer.Option(
