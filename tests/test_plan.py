@@ -128,8 +128,9 @@ def test_a_run_made_by_an_earlier_amber_replays(tmp_path: Path, embedder: Embedd
                                                 unrecorded: tuple[str, ...]) -> None:
     """amber 0.2.0 sent a page's chosen chunks as they are, one statement a prompt;
     0.2.1 showed statements with their citation marks, asked a checklist one item a
-    prompt and showed E2 1,500 characters of a page. Neither recorded the rules that came after it: its runs replay as they were
-    made (today's defaults send other prompts, which would miss the ledger)."""
+    prompt and showed E2 1,500 characters of a page. Neither recorded the rules that came
+    after it: its runs replay as they were made (today's defaults send other prompts,
+    which would miss the ledger)."""
     from ambereval.engine.runs.replay import replay_run
 
     bundle, tasks = landmarks_bundle(tmp_path, REPORT)
