@@ -98,6 +98,15 @@ CHECKS_ASK = ("Judge each requirement on its own, and answer for every number: t
               "pass, false for fail.")
 
 
+def answer_numbers(n: int) -> list[str]:
+    """The numbers ``1``..``n`` of a prompt's items, as written in the prompt and as its
+    answer's keys, zero-padded to one width (``01``..``12``). A request is canonical JSON,
+    so a constrained judge writes the schema's keys sorted as strings: unpadded, a
+    twelve-item answer would go 1, 10, 11, 12, 2, ... and a small judge answers by place."""
+    width = len(str(n))
+    return [str(i).zfill(width) for i in range(1, n + 1)]
+
+
 def check_groups(items: list[T], per_prompt: int | None) -> list[list[T]]:
     """``items`` in order, cut into prompts of ``per_prompt`` (None: all in one), the last
     one shorter, as DR3-Eval's reference batches them: 6 by 5 -> 5, 1."""
@@ -120,7 +129,7 @@ def judge_checklist(judge: Judge, report: Clipped, items: list[ChecklistItem],
             obj, key, error = _call(judge, messages, CHECK_SCHEMA, DECISION_TOKENS)
             verdicts = [bool(obj and obj["pass"])]
         else:
-            numbers = [str(n) for n in range(1, len(group) + 1)]
+            numbers = answer_numbers(len(group))
             listing = "\n".join(f"{n}. {item.text}"
                                  for n, item in zip(numbers, group, strict=True))
             schema = {"type": "object", "properties": {n: {"type": "boolean"} for n in numbers},

@@ -7,7 +7,13 @@ import jsonschema
 import pytest
 from scripted_judge import ScriptedBackend
 
-from ambereval.engine.judging import Clipped, check_groups, checklist_score, judge_checklist
+from ambereval.engine.judging import (
+    Clipped,
+    answer_numbers,
+    check_groups,
+    checklist_score,
+    judge_checklist,
+)
 from ambereval.engine.tasks import ChecklistItem
 from ambereval.errors import ModelError
 from ambereval.models import Judge
@@ -80,3 +86,17 @@ def test_the_grouped_schema_wants_every_number() -> None:
     jsonschema.validate({"1": True, "2": False, "3": True}, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"1": True, "3": True}, schema)
+
+
+def test_a_long_checklist_is_numbered_so_sorted_keys_keep_its_order() -> None:
+    """A constrained judge writes the schema's keys in sorted order (the request is
+    canonical JSON): twelve items are numbered 01..12, so the answer goes in list order."""
+    assert answer_numbers(3) == ["1", "2", "3"]
+    assert answer_numbers(12) == sorted(answer_numbers(12))
+    assert answer_numbers(12)[:2] == ["01", "02"] and answer_numbers(12)[-1] == "12"
+    items = [ChecklistItem(f"c{n}", f"Gives fact {n}") for n in range(1, 13)]
+    backend = ScriptedBackend({"Requirements:\n01. Gives fact 1": {"02": False, "11": False}})
+    rows = judge_checklist(Judge(backend), REPORT, items, per_prompt=None)
+    assert "\n12. Gives fact 12\n" in backend.calls[0]
+    assert [n for n, r in enumerate(rows, start=1) if not r["pass"]] == [2, 11]
+    assert rows[10]["asked"] == {"item": 11, "of": 12}
