@@ -102,6 +102,9 @@ def lrb_bundle(qid: str, filler_qid: str, work: Path) -> dict[str, Any]:
                                        baselines=LRB / "reference_reports") if t.id == qid]
         task_file = dump_tasks(tasks, work / "tasks.json")
         bundle = work / "bundle"
+        # the fake site listens on a new port each time, so the report's URLs differ from
+        # an earlier run's: the bundle is made anew, never added to
+        shutil.rmtree(bundle, ignore_errors=True)
         subprocess.run([*amber, "snapshot", "report", str(report), "--out", str(bundle),
                         "--task", str(task_file), "--extractor", "sentences", "--top-k", "0",
                         "--reader", "direct", "--allow-private-addresses", "--json"],
